@@ -1,0 +1,44 @@
+"""Model configuration: the shape of a Prism model, independent of its head schedule."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+def is_power_of_two(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A GPT-2-style decoder. Head counts live in the `Schedule`, not here.
+
+    `dh_min`/`dh_max` bound the head dimension d_model / heads that a schedule may use: powers of two keep
+    attention kernels on their fast paths, and the bounds keep heads from being uselessly narrow or wide.
+    """
+
+    vocab_size: int = 256
+    n_layer: int = 6
+    d_model: int = 128
+    block_size: int = 128
+    dh_min: int = 32
+    dh_max: int = 256
+    mlp_ratio: int = 4
+    dropout: float = 0.0
+    bias: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_layer", "d_model", "block_size", "dh_min", "dh_max", "mlp_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("dh_min", "dh_max"):
+            if not is_power_of_two(getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)} is not a power of two; use e.g. 32, 64, 128 or 256")
+        if self.dh_min > self.dh_max:
+            raise ValueError(f"dh_min={self.dh_min} exceeds dh_max={self.dh_max}; swap them")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,140 @@
+"""The Prism model: a GPT-2 decoder whose layer l splits attention into schedule.heads[l] heads.
+
+Every weight matrix has the same shape whatever the schedule (fused qkv d -> 3d, out d -> d), so the uniform
+schedule is exactly GPT-2 and two schedules built with the same seed start from identical weights: a schedule
+comparison is paired down to the initialisation.
+
+Two attention paths: `forward` uses fused scaled-dot-product attention for training; `trace` computes the
+softmax explicitly so analysis can read per-layer attention probabilities and hidden states.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from prism.config import ModelConfig
+from prism.schedule import Schedule, validate
+
+
+@dataclass
+class Trace:
+    """What the explicit path exposes for analysis."""
+
+    logits: torch.Tensor  # (B, T, V)
+    hidden_states: list[torch.Tensor]  # L+1 x (B, T, D): embeddings, then the residual stream after each block
+    attentions: list[torch.Tensor]  # L x (B, H_l, T, T): attention probabilities, causal
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.dropout = cfg.dropout
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # (B, T, C) -> (B, H, T, dh): the only place the head count matters
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        attention = None
+        if return_attention:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, H, T, T)
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            attention = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+            y = attention @ v
+        else:
+            y = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
+            )
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
+        return self.resid_dropout(self.proj(y)), attention
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x), approximate="tanh")))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, n_head: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.attn = CausalSelfAttention(cfg, n_head)
+        self.ln_2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        a, attention = self.attn(self.ln_1(x), return_attention)
+        x = x + a
+        x = x + self.mlp(self.ln_2(x))
+        return x, attention
+
+
+class PrismLM(nn.Module):
+    def __init__(self, cfg: ModelConfig, schedule: Schedule):
+        super().__init__()
+        validate(schedule, cfg)
+        self.cfg, self.schedule = cfg, schedule
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg, h) for h in schedule.heads)
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
+        self.apply(self._init_weights)
+        # GPT-2: scale the residual projections by 1/sqrt(2L) so the residual stream's variance stays put
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # parameters() yields the tied weight once
+
+    def _embed(self, idx: torch.Tensor) -> torch.Tensor:
+        T = idx.size(1)
+        if T > self.cfg.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size={self.cfg.block_size}")
+        pos = torch.arange(T, device=idx.device)
+        return self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, D)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x = self._embed(idx)
+        for block in self.blocks:
+            x, _ = block(x)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+    def trace(self, idx: torch.Tensor) -> Trace:
+        """Explicit-softmax forward pass returning hidden states and attention probabilities of every layer."""
+        x = self._embed(idx)
+        hidden_states, attentions = [x], []
+        for block in self.blocks:
+            x, attention = block(x, return_attention=True)
+            hidden_states.append(x)
+            attentions.append(attention)
+        return Trace(self.lm_head(self.ln_f(x)), hidden_states, attentions)

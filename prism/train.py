@@ -1,0 +1,186 @@
+"""Short-horizon training of one Prism model, evaluated on fixed validation batches.
+
+`Trainer` advances one evaluation interval at a time, so a caller that lives elsewhere (a search driver talking
+to a worker) can decide between intervals whether to go on; `train` is the simple loop with a callback.
+Throughput counts training steps only (forward, backward, optimizer), never evaluation or start-up, so the
+tokens/s of two schedules compare fairly.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import torch
+
+from prism.config import ModelConfig
+from prism.data import Corpus, train_batches, val_batches
+from prism.model import PrismLM
+from prism.schedule import Schedule, flops_per_token, param_count
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; the run cannot go on."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 400
+    batch_size: int = 16
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 40
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    eval_every: int = 100
+    eval_batches: int = 8
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "eval_batches"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if not 0 <= self.warmup_steps < self.steps:
+            raise ValueError(f"warmup_steps must be in [0, steps), got {self.warmup_steps}")
+
+    def lr_at(self, step: int) -> float:
+        """Linear warmup, then cosine decay to min_lr_ratio * lr at the last step."""
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
+        floor = self.lr * self.min_lr_ratio
+        return floor + 0.5 * (self.lr - floor) * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    step: int
+    tokens: int  # training tokens seen so far: the resource pruners count in
+    val_loss: float
+    train_loss: float
+
+
+@dataclass
+class TrainResult:
+    schedule: str
+    final_val_loss: float
+    curve: list[EvalPoint]
+    tokens_per_s: float
+    n_params: int
+    flops_per_token: int
+    wall_time_s: float
+    steps: int
+    tokens: int
+    stopped_early: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Trainer:
+    """Owns the model, optimizer and data stream of one run."""
+
+    def __init__(self, model_cfg: ModelConfig, schedule: Schedule, train_cfg: TrainConfig, corpus: Corpus):
+        if corpus.vocab_size > model_cfg.vocab_size:
+            raise ValueError(f"corpus vocab {corpus.vocab_size} exceeds model vocab_size={model_cfg.vocab_size}")
+        self.started = time.perf_counter()
+        self.model_cfg, self.schedule, self.cfg = model_cfg, schedule, train_cfg
+        self.device = torch.device(train_cfg.device)
+        torch.manual_seed(train_cfg.seed)  # same seed -> same initial weights for every schedule
+        self.model = PrismLM(model_cfg, schedule).to(self.device)
+        decay = [p for p in self.model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2),
+        )
+        self.batches = train_batches(corpus, model_cfg.block_size, train_cfg.batch_size, seed=train_cfg.seed)
+        self.val = val_batches(corpus, model_cfg.block_size, train_cfg.batch_size, train_cfg.eval_batches)
+        self.step = 0
+        self.train_time = 0.0
+        self.curve: list[EvalPoint] = []
+        self._last_train_loss = float("nan")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.cfg.batch_size * self.model_cfg.block_size
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.cfg.steps
+
+    def _train_step(self) -> float:
+        x, y = (t.to(self.device) for t in next(self.batches))
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.cfg.lr_at(self.step)
+        _, loss = self.model(x, y)
+        value = loss.item()
+        if not math.isfinite(value):
+            raise TrainingDiverged(f"non-finite training loss {value} at step {self.step} (schedule {self.schedule}); lower lr")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        return value
+
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        self.model.eval()
+        losses = [self.model(x.to(self.device), y.to(self.device))[1].item() for x, y in self.val]
+        self.model.train()
+        value = sum(losses) / len(losses)
+        if not math.isfinite(value):
+            raise TrainingDiverged(f"non-finite validation loss {value} at step {self.step} (schedule {self.schedule})")
+        return value
+
+    def run_to_next_eval(self) -> EvalPoint:
+        """Train until the next multiple of eval_every (or the last step), then evaluate."""
+        if self.done:
+            raise RuntimeError("training already finished")
+        target = min(self.cfg.steps, (self.step // self.cfg.eval_every + 1) * self.cfg.eval_every)
+        start = time.perf_counter()
+        while self.step < target:
+            self._last_train_loss = self._train_step()
+            self.step += 1
+        self.train_time += time.perf_counter() - start
+        point = EvalPoint(self.step, self.step * self.tokens_per_step, self.evaluate(), self._last_train_loss)
+        self.curve.append(point)
+        return point
+
+    def result(self) -> TrainResult:
+        return TrainResult(
+            schedule=str(self.schedule),
+            final_val_loss=self.curve[-1].val_loss if self.curve else float("nan"),
+            curve=list(self.curve),
+            tokens_per_s=self.step * self.tokens_per_step / self.train_time if self.train_time else 0.0,
+            n_params=param_count(self.model_cfg, self.schedule),
+            flops_per_token=flops_per_token(self.model_cfg, self.schedule),
+            wall_time_s=time.perf_counter() - self.started,
+            steps=self.step,
+            tokens=self.step * self.tokens_per_step,
+            stopped_early=not self.done,
+        )
+
+
+def train(
+    model_cfg: ModelConfig,
+    schedule: Schedule,
+    train_cfg: TrainConfig,
+    corpus: Corpus,
+    on_eval: Callable[[EvalPoint], bool] | None = None,
+) -> TrainResult:
+    """Train one model; `on_eval` sees every evaluation and returns True to stop the run early (pruning)."""
+    trainer = Trainer(model_cfg, schedule, train_cfg, corpus)
+    while not trainer.done:
+        point = trainer.run_to_next_eval()
+        if on_eval is not None and on_eval(point):
+            break
+    return trainer.result()

@@ -1,0 +1,168 @@
+"""`prism-search`: a thin Typer face over the search API. Parse, call, render; no logic of its own.
+
+Every user-fixable error (PrismSearchError) prints one line and exits with code 2, before any compute and
+without touching stored data.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
+from search.storage import mask_url, open_storage
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
+console = Console()
+err = Console(stderr=True)
+
+StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
+WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
+NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total finished trials the study should reach")
+AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray)")
+
+
+def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
+    """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
+    from search.progress import Progress
+    from search.runner import Driver, connect_ray, requeue_stale_trials
+    from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
+
+    fingerprint = corpus_fingerprint(config)
+    storage = open_storage(config.storage)
+    study = load_study(config.name, storage) if resume else open_study(config, storage, fingerprint)
+    if resume:
+        if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
+            raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
+    requeued = requeue_stale_trials(study)
+    if requeued:
+        console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
+    done_before = len(study.get_trials(deepcopy=False, states=FINISHED))
+    if done_before >= config.n_trials:
+        console.print(f"study {config.name} already has {done_before}/{config.n_trials} finished trials; nothing to run")
+        _print_summary(study, None)
+        return
+    workers = config.resources.workers
+    connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial)
+    progress = Progress(config.name, config.n_trials, done_before, console=console)
+    driver = Driver(study, config, fingerprint, progress)
+    started = time.monotonic()
+    try:
+        driver.run(config.n_trials, workers)
+    except KeyboardInterrupt:
+        progress.close()
+        err.print(
+            f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n"
+            f"  prism-search resume {config.name} --storage {mask_url(config.storage)}"
+        )
+        raise typer.Exit(130)
+    finally:
+        progress.close()
+    _print_summary(study, time.monotonic() - started)
+
+
+def _print_summary(study, wall_s: float | None) -> None:
+    from search.study import summarize
+
+    s = summarize(study)
+    table = Table(title=f"study {s.name}", show_header=False)
+    table.add_row("trials", ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items()) + f" (target {s.n_trials})")
+    table.add_row("best schedule", f"{s.best_schedule} (trial {s.best_number})" if s.best_schedule else "-")
+    table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
+    table.add_row("uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule)
+    table.add_row("gap to uniform", s.gap_text())
+    if wall_s is not None:
+        table.add_row("wall time", f"{wall_s:.1f} s")
+    console.print(table)
+
+
+def _with_overrides(config: StudyConfig, storage, n_trials, workers) -> StudyConfig:
+    update: dict = {}
+    if storage:
+        update["storage"] = storage
+    if n_trials:
+        update["n_trials"] = n_trials
+    if workers:
+        update["resources"] = config.resources.model_copy(update={"workers": workers})
+    return config.model_copy(update=update)
+
+
+@app.command()
+def run(
+    study_file: str = typer.Argument(..., help="study config, e.g. studies/quickstart.toml"),
+    storage: Optional[str] = StorageOpt,
+    n_trials: Optional[int] = NTrialsOpt,
+    workers: Optional[int] = WorkersOpt,
+    address: Optional[str] = AddressOpt,
+) -> None:
+    """Run (or continue) the study a TOML file describes."""
+    config = _with_overrides(load_config(study_file), storage, n_trials, workers)
+    _execute(config, address, resume=False)
+
+
+@app.command()
+def resume(
+    name: str = typer.Argument(..., help="study name"),
+    storage: Optional[str] = StorageOpt,
+    n_trials: Optional[int] = NTrialsOpt,
+    workers: Optional[int] = WorkersOpt,
+    address: Optional[str] = AddressOpt,
+) -> None:
+    """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
+    from search.study import load_study, stored_config
+
+    url = storage or DEFAULT_STORAGE
+    config = stored_config(load_study(name, open_storage(url)))
+    _execute(_with_overrides(config, url, n_trials, workers), address, resume=True)
+
+
+@app.command()
+def status(
+    name: Optional[str] = typer.Argument(None, help="study name (default: every study in the storage)"),
+    storage: Optional[str] = StorageOpt,
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Trials by state, best schedule, its val loss and the gap to the uniform baseline."""
+    import optuna
+
+    from search.study import load_study, summarize
+
+    store = open_storage(storage or DEFAULT_STORAGE)
+    names = [name] if name else [s.study_name for s in optuna.get_all_study_summaries(store)]
+    studies = [load_study(n, store) for n in names]
+    if as_json:
+        print(json.dumps([summarize(s).to_dict() for s in studies], indent=2))
+        return
+    if not studies:
+        console.print(f"no studies in {mask_url(storage or DEFAULT_STORAGE)}")
+    for study in studies:
+        _print_summary(study, None)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except PrismSearchError as e:
+        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as e:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(2)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Study configuration: one TOML file, validated once at the edge into typed pydantic models.
+
+Every error becomes a `ConfigError` whose one-line message names the field and the fix; nothing downstream
+(storage, Ray, torch) is touched before the config is valid.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
+from prism.config import is_power_of_two
+
+DEFAULT_STORAGE = "sqlite:///prism_search.db"
+
+
+class PrismSearchError(Exception):
+    """An error the user can fix; the CLI prints its message on one line and exits with code 2."""
+
+
+class ConfigError(PrismSearchError):
+    pass
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSection(_Section):
+    n_layer: int = Field(6, gt=0)
+    d_model: int = Field(128, gt=0)
+    block_size: int = Field(128, gt=0)
+    vocab_size: int = Field(256, gt=0)
+    dh_min: int = Field(32, gt=0)
+    dh_max: int = Field(128, gt=0)
+    mlp_ratio: int = Field(4, gt=0)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+    @field_validator("dh_min", "dh_max")
+    @classmethod
+    def _power_of_two(cls, v: int) -> int:
+        if not is_power_of_two(v):
+            lower = 1 << (v.bit_length() - 1)
+            raise ValueError(f"{v} is not a power of two; use {lower} or {lower * 2}")
+        return v
+
+    @model_validator(mode="after")
+    def _dims_fit(self) -> ModelSection:
+        if self.dh_min > self.dh_max:
+            raise ValueError(f"dh_min={self.dh_min} exceeds dh_max={self.dh_max}; swap them")
+        if not allowed_head_counts(self.to_model_config()):
+            raise ValueError(
+                f"no power-of-two head dim in [{self.dh_min}, {self.dh_max}] divides d_model={self.d_model}; "
+                "use a d_model that is a multiple of dh_min"
+            )
+        return self
+
+    def to_model_config(self) -> ModelConfig:
+        return ModelConfig(**self.model_dump())
+
+
+class SpaceSection(_Section):
+    family: Literal["ramp", "uniform"] = "ramp"
+    baseline_heads: int | None = Field(None, gt=0, description="uniform baseline head count; default: head dim 64")
+    references: list[str] = Field(default_factory=list, description="schedules enqueued after the baseline")
+
+
+class TrainSection(_Section):
+    steps: int = Field(400, gt=0)
+    batch_size: int = Field(16, gt=0)
+    lr: float = Field(3e-3, gt=0)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    warmup_steps: int = Field(40, ge=0)
+    weight_decay: float = Field(0.1, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    eval_every: int = Field(100, gt=0)
+    eval_batches: int = Field(8, gt=0)
+
+    @model_validator(mode="after")
+    def _warmup_fits(self) -> TrainSection:
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps={self.warmup_steps} must be below steps={self.steps}")
+        return self
+
+    def to_train_config(self, seed: int, device: str = "cpu") -> TrainConfig:
+        return TrainConfig(**self.model_dump(), seed=seed, device=device)
+
+
+class DataSection(_Section):
+    corpus: str = "shakespeare"
+    val_fraction: float = Field(0.1, gt=0, lt=0.5)
+
+    @field_validator("corpus")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in BUILTIN_CORPORA:
+            raise ValueError(f"unknown corpus {v!r}; use one of {', '.join(BUILTIN_CORPORA)}")
+        return v
+
+
+class SearchSection(_Section):
+    sampler: Literal["tpe", "random"] = "tpe"
+    pruner: Literal["hyperband", "successive-halving", "median", "none"] = "hyperband"
+    n_startup_trials: int = Field(4, ge=0, description="random trials before TPE models the space")
+    min_resource_evals: int = Field(1, gt=0, description="pruner's first rung, in evaluations (eval_every steps)")
+    reduction_factor: int = Field(3, ge=2)
+    baseline_seeds: int = Field(2, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
+    max_failed_trials: int = Field(3, ge=0, description="stop the run after this many failed trials")
+
+
+class ResourcesSection(_Section):
+    workers: int = Field(2, gt=0)
+    cpus_per_trial: int = Field(1, gt=0)
+    gpus_per_trial: float = Field(0.0, ge=0)
+
+
+class StudyConfig(_Section):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    seed: int = 0
+    n_trials: int = Field(10, gt=0)
+    storage: str = DEFAULT_STORAGE
+    model: ModelSection = ModelSection()
+    space: SpaceSection = SpaceSection()
+    train: TrainSection = TrainSection()
+    data: DataSection = DataSection()
+    search: SearchSection = SearchSection()
+    resources: ResourcesSection = ResourcesSection()
+
+    @model_validator(mode="after")
+    def _schedules_fit(self) -> StudyConfig:
+        cfg = self.model.to_model_config()
+        allowed = allowed_head_counts(cfg)
+        if self.space.baseline_heads is not None and self.space.baseline_heads not in allowed:
+            raise ValueError(
+                f"space.baseline_heads={self.space.baseline_heads} is not allowed for d_model={cfg.d_model} and "
+                f"head dims [{cfg.dh_min}, {cfg.dh_max}]; use one of {allowed}"
+            )
+        for text in self.space.references:
+            try:
+                validate(Schedule.parse(text), cfg)
+            except ScheduleError as e:
+                raise ValueError(f"space.references {text!r}: {e}") from None
+        return self
+
+    @property
+    def model_config_(self) -> ModelConfig:
+        return self.model.to_model_config()
+
+    @property
+    def baseline(self) -> Schedule:
+        """Uniform heads at head dim 64 (GPT-2's choice) unless configured; the nearest allowed count otherwise."""
+        allowed = allowed_head_counts(self.model_config_)
+        heads = self.space.baseline_heads or min(allowed, key=lambda h: abs(self.model.d_model // h - 64))
+        return Schedule.uniform(heads, self.model.n_layer)
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "config"
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field; check the spelling or remove it"
+    elif first["type"] == "missing":
+        msg = "required field is missing; add it"
+    elif first["type"] == "literal_error":
+        msg = f"{first.get('input')!r} is not valid; {msg[0].lower()}{msg[1:]}"
+    elif "input" in first and not isinstance(first["input"], dict) and first["type"] != "value_error":
+        msg = f"{msg} (got {first['input']!r})"
+    return f"{source}: {where}: {msg}"
+
+
+def parse_config(data: dict, source: str = "config") -> StudyConfig:
+    try:
+        return StudyConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(e, source)) from None
+
+
+def load_config(path: str | Path) -> StudyConfig:
+    """The one config loader: TOML file -> validated StudyConfig, or a one-line ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"study config {str(path)!r} not found; pass the path of a .toml file such as studies/quickstart.toml")
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax") from None
+    return parse_config(data, str(path))

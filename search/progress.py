@@ -1,0 +1,105 @@
+"""What the driver shows while a study runs: a live rich table on a terminal, plain log lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from prism import EvalPoint
+
+
+@dataclass
+class _Running:
+    schedule: str
+    role: str
+    started: float
+    point: EvalPoint | None = None
+
+
+@dataclass
+class Progress:
+    """Receives the driver's events; renders live on a TTY, logs one line per event otherwise."""
+
+    study: str
+    target: int
+    done_before: int = 0
+    console: Console = field(default_factory=lambda: Console(stderr=False))
+    live: bool | None = None
+
+    def __post_init__(self) -> None:
+        self.started = time.monotonic()
+        self.running: dict[int, _Running] = {}
+        self.counts = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
+        self.best: tuple[float, str] | None = None
+        if self.live is None:
+            self.live = self.console.is_terminal and sys.stdout.isatty()
+        self._live = Live(self._render(), console=self.console, refresh_per_second=2) if self.live else None
+        if self._live:
+            self._live.start()
+
+    def _log(self, text: str) -> None:
+        if not self._live:
+            elapsed = time.monotonic() - self.started
+            self.console.print(f"[{elapsed:7.1f}s] {text}", highlight=False, soft_wrap=True)
+
+    def _update(self) -> None:
+        if self._live:
+            self._live.update(self._render())
+
+    def _eta(self) -> str:
+        done = sum(self.counts[s] for s in ("COMPLETE", "PRUNED"))
+        if not done:
+            return "?"
+        per_trial = (time.monotonic() - self.started) / done
+        left = max(0, self.target - self.done_before - done)
+        return f"{per_trial * left:.0f}s"
+
+    def _render(self) -> Group:
+        table = Table(title=f"study {self.study}: running trials", expand=False)
+        for col in ("trial", "role", "schedule", "tokens", "val loss", "elapsed"):
+            table.add_column(col)
+        now = time.monotonic()
+        for number, r in sorted(self.running.items()):
+            table.add_row(
+                str(number), r.role, r.schedule,
+                f"{r.point.tokens:,}" if r.point else "-",
+                f"{r.point.val_loss:.4f}" if r.point else "-",
+                f"{now - r.started:.0f}s",
+            )
+        done = self.done_before + self.counts["COMPLETE"] + self.counts["PRUNED"]
+        best = f"{self.best[1]} ({self.best[0]:.4f})" if self.best else "-"
+        totals = Table.grid(padding=(0, 2))
+        totals.add_row(
+            f"done {done}/{self.target}", f"running {len(self.running)}", f"pruned {self.counts['PRUNED']}",
+            f"failed {self.counts['FAIL']}", f"best {best}", f"ETA {self._eta()}",
+        )
+        return Group(table, totals)
+
+    def started_trial(self, number: int, schedule: str, role: str) -> None:
+        self.running[number] = _Running(schedule, role, time.monotonic())
+        self._log(f"trial {number} started: {schedule} ({role})")
+        self._update()
+
+    def evaluated(self, number: int, point: EvalPoint) -> None:
+        self.running[number].point = point
+        self._log(f"trial {number}: {point.tokens:,} tokens, val loss {point.val_loss:.4f}")
+        self._update()
+
+    def finished(self, number: int, state: str, value: float | None, note: str = "") -> None:
+        r = self.running.pop(number, None)
+        self.counts[state] = self.counts.get(state, 0) + 1
+        if state == "COMPLETE" and value is not None and (self.best is None or value < self.best[0]):
+            self.best = (value, r.schedule if r else "?")
+        shown = f" val loss {value:.4f}" if value is not None else ""
+        self._log(f"trial {number} {state}{shown}{' — ' + note if note else ''}")
+        self._update()
+
+    def close(self) -> None:
+        if self._live:
+            self._live.stop()
+            self._live = None

@@ -1,0 +1,73 @@
+"""The one storage factory: a SQLAlchemy URL -> an Optuna RDBStorage with heartbeats, checked before use.
+
+Only the driver process opens storage (workers never do), so SQLite sees a single writer and PostgreSQL a
+handful of connections however many workers run. Heartbeats let a later `resume` find trials left RUNNING by
+a driver that died.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import optuna
+import sqlalchemy
+
+from search.config import PrismSearchError
+
+# the heartbeat arguments are marked experimental; they are what makes crash recovery possible
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+HEARTBEAT_INTERVAL_S = 10
+GRACE_PERIOD_S = 30
+
+
+class StorageError(PrismSearchError):
+    pass
+
+
+def mask_url(url: str) -> str:
+    """Hide a password in a database URL before it is printed anywhere."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+def _check_reachable(url: str) -> None:
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///")
+        if path and path != ":memory:" and not Path(path).resolve().parent.is_dir():
+            raise StorageError(f"storage {url!r}: folder {str(Path(path).parent)!r} does not exist; create it or change --storage")
+        return
+    try:
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ImportError) as e:
+        raise StorageError(f"storage {mask_url(url)!r} is not a usable SQLAlchemy URL ({e}); e.g. sqlite:///prism_search.db") from None
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.OperationalError as e:
+        reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
+        raise StorageError(f"storage {mask_url(url)!r} is unreachable ({reason}); start the database or fix --storage") from None
+    finally:
+        engine.dispose()
+
+
+def _connect_args(url: str) -> dict:
+    if url.startswith("sqlite"):
+        return {"timeout": 30}  # wait out a concurrent reader instead of failing at SQLite's 5 s default
+    if url.startswith("postgresql"):
+        return {"connect_timeout": 5}
+    return {}
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    _check_reachable(url)
+    engine_kwargs: dict = {"connect_args": _connect_args(url)}
+    if not url.startswith("sqlite"):
+        engine_kwargs |= {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True}
+    return optuna.storages.RDBStorage(
+        url,
+        engine_kwargs=engine_kwargs,
+        heartbeat_interval=HEARTBEAT_INTERVAL_S,
+        grace_period=GRACE_PERIOD_S,
+    )

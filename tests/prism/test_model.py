@@ -1,0 +1,50 @@
+import pytest
+import torch
+
+from prism import ModelConfig, PrismLM, Schedule
+
+CFG = ModelConfig(n_layer=3, d_model=64, block_size=32, dh_min=16, dh_max=64)
+
+
+@pytest.mark.parametrize("text", ["1x3", "1x1,2x1,4x1", "4x3", "4x1,1x2"])
+def test_sdpa_and_explicit_paths_agree(text):
+    torch.manual_seed(0)
+    model = PrismLM(CFG, Schedule.parse(text)).eval()
+    idx = torch.randint(0, 256, (2, 32))
+    with torch.no_grad():
+        logits, _ = model(idx)
+        trace = model.trace(idx)
+    torch.testing.assert_close(trace.logits, logits, atol=1e-5, rtol=1e-5)
+    assert len(trace.hidden_states) == CFG.n_layer + 1
+    assert [a.shape[1] for a in trace.attentions] == list(Schedule.parse(text).heads)
+    for a in trace.attentions:
+        torch.testing.assert_close(a.sum(-1), torch.ones_like(a.sum(-1)))
+        assert torch.all(a.triu(1) == 0)  # causal
+
+
+def test_future_tokens_do_not_change_past_logits():
+    torch.manual_seed(0)
+    model = PrismLM(CFG, Schedule.parse("1x1,2x1,4x1")).eval()
+    a = torch.randint(0, 256, (1, 32))
+    b = a.clone()
+    b[0, 20:] = (b[0, 20:] + 7) % 256
+    with torch.no_grad():
+        la, lb = model(a)[0], model(b)[0]
+    torch.testing.assert_close(la[0, :20], lb[0, :20])
+    assert not torch.allclose(la[0, 20:], lb[0, 20:])
+
+
+def test_same_seed_gives_identical_weights_across_schedules():
+    torch.manual_seed(3)
+    a = PrismLM(CFG, Schedule.parse("1x3"))
+    torch.manual_seed(3)
+    b = PrismLM(CFG, Schedule.parse("4x3"))
+    for (na, pa), (nb, pb) in zip(a.named_parameters(), b.named_parameters()):
+        assert na == nb and torch.equal(pa, pb)
+
+
+def test_embeddings_are_tied_and_sequence_length_is_checked():
+    model = PrismLM(CFG, Schedule.parse("2x3"))
+    assert model.lm_head.weight is model.wte.weight
+    with pytest.raises(ValueError, match="block_size"):
+        model(torch.zeros(1, 33, dtype=torch.long))

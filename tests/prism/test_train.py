@@ -1,0 +1,46 @@
+import math
+
+import pytest
+import torch
+
+from prism import ModelConfig, Schedule, TrainConfig, Trainer, TrainingDiverged, load_corpus, train
+
+CFG = ModelConfig(n_layer=2, d_model=64, block_size=32, dh_min=16, dh_max=64)
+TCFG = TrainConfig(steps=40, batch_size=8, warmup_steps=4, eval_every=10, eval_batches=2, lr=3e-3)
+
+
+def test_loss_decreases_and_the_record_is_complete():
+    result = train(CFG, Schedule.parse("1x1,4x1"), TCFG, load_corpus())
+    losses = [p.val_loss for p in result.curve]
+    assert [p.step for p in result.curve] == [10, 20, 30, 40]
+    assert losses[-1] < losses[0] < math.log(256) + 0.5
+    assert result.tokens == 40 * 8 * 32 and result.tokens_per_s > 0 and not result.stopped_early
+    assert result.final_val_loss == losses[-1] and result.n_params > 0 and result.flops_per_token > 0
+
+
+def test_same_seed_is_bitwise_deterministic_and_other_seed_differs():
+    corpus = load_corpus()
+    a = train(CFG, Schedule.parse("2x2"), TCFG, corpus)
+    b = train(CFG, Schedule.parse("2x2"), TCFG, corpus)
+    c = train(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "seed": 1}), corpus)
+    assert [p.val_loss for p in a.curve] == [p.val_loss for p in b.curve]
+    assert a.final_val_loss != c.final_val_loss
+
+
+def test_callback_can_stop_the_run():
+    result = train(CFG, Schedule.parse("2x2"), TCFG, load_corpus(), on_eval=lambda p: p.step >= 20)
+    assert result.steps == 20 and result.stopped_early and len(result.curve) == 2
+
+
+def test_non_finite_loss_raises():
+    trainer = Trainer(CFG, Schedule.parse("2x2"), TCFG, load_corpus())
+    with torch.no_grad():
+        trainer.model.wte.weight[:] = float("nan")
+    with pytest.raises(TrainingDiverged, match="non-finite"):
+        trainer.run_to_next_eval()
+
+
+def test_schedule_lr_warmup_and_cosine():
+    cfg = TrainConfig(steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
+    assert cfg.lr_at(0) == pytest.approx(0.1) and cfg.lr_at(9) == pytest.approx(1.0)
+    assert cfg.lr_at(100) == pytest.approx(0.1) and 0.1 < cfg.lr_at(50) < 1.0
