@@ -59,7 +59,8 @@ def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
         progress.close()
         err.print(
             f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n"
-            f"  prism-search resume {config.name} --storage {mask_url(config.storage)}"
+            f"  prism-search resume {config.name} --storage {mask_url(config.storage)}",
+            soft_wrap=True, highlight=False,
         )
         raise typer.Exit(130)
     finally:
@@ -147,7 +148,7 @@ def status(
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit raised inside a command
     except PrismSearchError as e:
         err.print(f"error: {e}", highlight=False, soft_wrap=True)
         sys.exit(2)
@@ -162,6 +163,7 @@ def main() -> None:
             e.show()
             sys.exit(2)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

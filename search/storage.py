@@ -18,6 +18,8 @@ from search.config import PrismSearchError
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+# the driver records heartbeats itself (ask/tell has none of its own), which is what Optuna warns about
+warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 HEARTBEAT_INTERVAL_S = 10
 GRACE_PERIOD_S = 30

@@ -1,0 +1,41 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from search.config import StudyConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A real local Ray cluster for the whole session (started once: ~3 s)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def tiny_config(tmp_path) -> StudyConfig:
+    """The seconds-long study from studies/tiny.toml, stored in a fresh SQLite file."""
+    config = load_config(ROOT / "studies" / "tiny.toml")
+    return config.model_copy(update={"storage": f"sqlite:///{tmp_path / 'study.db'}"})
+
+
+@pytest.fixture
+def study_toml(tmp_path):
+    """Write a variant of studies/tiny.toml with `replace` pairs applied; returns its path."""
+
+    def make(*replace: tuple[str, str], name: str = "study.toml") -> Path:
+        text = (ROOT / "studies" / "tiny.toml").read_text()
+        for old, new in replace:
+            assert old in text, old
+            text = text.replace(old, new)
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return make

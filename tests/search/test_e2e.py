@@ -1,0 +1,150 @@
+"""End to end on real parts: a local Ray cluster, SQLite files, real torch training of tiny models."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from prism import Schedule
+from search.runner import Driver
+from search.storage import open_storage
+from search.study import FINISHED, corpus_fingerprint, open_study, summarize
+
+pytestmark = pytest.mark.e2e
+
+
+def test_tiny_study_runs_prunes_and_is_plain_optuna(ray_local, tiny_config):
+    config = tiny_config.model_copy(update={"n_trials": 6})
+    fingerprint = corpus_fingerprint(config)
+    study = open_study(config, open_storage(config.storage), fingerprint)
+    Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
+
+    stock = optuna.load_study(study_name="tiny", storage=config.storage)  # the stock library reads it
+    trials = stock.get_trials()
+    states = [t.state for t in trials]
+    assert sum(s in FINISHED for s in states) == 6 and TrialState.RUNNING not in states
+    assert TrialState.PRUNED in states, "the successive-halving pruner should stop at least one weak trial"
+    assert [t.user_attrs["role"] for t in trials[:2]] == ["baseline", "baseline"]
+    assert [t.user_attrs["seed"] for t in trials[:2]] == [0, 1]
+    assert stock.user_attrs["prism.corpus_fingerprint"] == fingerprint
+    for t in trials:
+        schedule = Schedule.parse(t.user_attrs["schedule"])
+        assert schedule.is_monotone
+        assert [t.user_attrs[f"heads_{i:02d}"] for i in range(3)] == list(schedule.heads)
+        assert t.user_attrs["tokens_per_s"] > 0 and t.user_attrs["curve"]
+        assert t.intermediate_values  # what the pruner read
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert all(t.user_attrs["pruned_at_tokens"] < 60 * 8 * 32 for t in pruned)
+    summary = summarize(stock)
+    assert summary.baseline_value is not None and summary.noise_sd is not None and summary.gap is not None
+
+
+def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config):
+    # lr so large that training diverges for real: every trial must end FAIL with the reason stored
+    config = tiny_config.model_copy(update={"n_trials": 2})
+    config = config.model_copy(update={
+        "train": config.train.model_copy(update={"lr": 1e6, "grad_clip": 1e9}),
+        "search": config.search.model_copy(update={"max_failed_trials": 1}),
+    })
+    fingerprint = corpus_fingerprint(config)
+    study = open_study(config, open_storage(config.storage), fingerprint)
+    with pytest.raises(Exception, match="trials failed"):
+        Driver(study, config, fingerprint).run(config.n_trials, n_workers=1)
+    failed = study.get_trials(states=(TrialState.FAIL,))
+    assert len(failed) == 2 and all("TrainingDiverged" in t.user_attrs["error"] for t in failed)
+
+
+def _cli(*args, **kw):
+    return subprocess.Popen(
+        [sys.executable, "-m", "search.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw
+    )
+
+
+def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml):
+    toml = study_toml(("n_trials = 5", "n_trials = 6"))
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    proc = _cli("run", str(toml), "--storage", url)
+    lines = []
+    for line in proc.stdout:  # wait until two trials have finished, then press Ctrl-C
+        lines.append(line)
+        if sum("COMPLETE" in l or "PRUNED" in l for l in lines) >= 2:
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, out
+    assert f"prism-search resume tiny --storage {url}" in out
+
+    study = optuna.load_study(study_name="tiny", storage=url)
+    interrupted = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert interrupted and all("interrupted" in t.user_attrs["error"] for t in interrupted)
+    waiting = [t.user_attrs["schedule"] for t in study.trials if t.state == TrialState.WAITING]
+    assert sorted(waiting) == sorted(t.user_attrs["schedule"] for t in interrupted)  # queued again
+
+    proc = _cli("resume", "tiny", "--storage", url)
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out
+    study = optuna.load_study(study_name="tiny", storage=url)
+    assert len(study.get_trials(states=FINISHED)) == 6
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    assert "gap to uniform" in out
+
+    status = subprocess.run([sys.executable, "-m", "search.cli", "status", "tiny", "--storage", url, "--json"],
+                            capture_output=True, text=True, check=True)
+    summary = json.loads(status.stdout)[0]
+    assert sum(summary["counts"][s] for s in ("COMPLETE", "PRUNED") if s in summary["counts"]) == 6
+    assert summary["best_schedule"] and summary["gap"] is not None
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+@pytest.mark.parametrize(
+    "edit, fragment",
+    [
+        (("[model]", "[model]\nwidth = 3"), "model.width: unknown field"),
+        (("dh_min = 16", "dh_min = 24"), "model.dh_min: 24 is not a power of two"),
+        (("[train]", "[space]\nbaseline_heads = 3\n\n[train]"), "space.baseline_heads=3"),
+        (("d_model = 64", "d_model = 0"), "model.d_model: Input should be greater than 0"),
+        (("steps = 60", "steps = -5"), "train.steps: Input should be greater than 0"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, study_toml, edit, fragment):
+    db = tmp_path / "keep.db"
+    optuna.create_study(study_name="existing", storage=f"sqlite:///{db}").optimize(lambda t: 1.0, n_trials=1)
+    before = _sha(db)
+    result = subprocess.run([sys.executable, "-m", "search.cli", "run", str(study_toml(edit)), "--storage", f"sqlite:///{db}"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == "" and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert fragment in result.stderr
+    assert _sha(db) == before
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["run", "studies/missing.toml"], "study config 'studies/missing.toml' not found"),
+        (["run", "studies/tiny.toml", "--storage", "postgresql+psycopg://postgres@127.0.0.1:1/x"], "is unreachable"),
+        (["run", "studies/tiny.toml", "--storage", "sqlite:////nonexistent/dir/x.db"], "does not exist"),
+        (["status", "nope", "--storage", "sqlite:///{db}"], "no study named 'nope'"),
+    ],
+)
+def test_missing_file_unreachable_storage_and_unknown_study(tmp_path, args, fragment):
+    from tests.search.conftest import ROOT
+
+    db = tmp_path / "keep.db"
+    optuna.create_study(study_name="existing", storage=f"sqlite:///{db}")
+    before = _sha(db)
+    args = [a.replace("{db}", str(db)) for a in args]
+    result = subprocess.run([sys.executable, "-m", "search.cli", *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 2, result.stderr
+    assert fragment in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert _sha(db) == before
