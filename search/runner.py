@@ -144,7 +144,9 @@ class Driver:
             job.trial.report(out.val_loss, out.tokens)
             if self.progress:
                 self.progress.evaluated(job.trial.number, out)
-            job.pruning = job.role == "search" and job.trial.should_prune()
+            # a trial that has spent its whole budget is complete, whatever the pruner thinks of its last rung
+            final = out.step >= self.config.train.steps
+            job.pruning = job.role == "search" and not final and job.trial.should_prune()
             next_ref = job.worker.stop.remote() if job.pruning else job.worker.advance.remote()
             self.in_flight[next_ref] = job
             return
