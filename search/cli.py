@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
-from search.storage import mask_url, open_storage
+from search.storage import creation_lock, mask_url, open_storage
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 console = Console()
@@ -32,14 +32,19 @@ def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
     from search.progress import Progress
     from search.runner import Driver, connect_ray, requeue_stale_trials
+    from search.undelivered import deliver_undelivered
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
 
     fingerprint = corpus_fingerprint(config)
-    storage = open_storage(config.storage)
-    study = load_study(config.name, storage) if resume else open_study(config, storage, fingerprint)
+    with creation_lock(config.storage):
+        storage = open_storage(config.storage)
+        study = load_study(config.name, storage) if resume else open_study(config, storage, fingerprint)
     if resume:
         if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
             raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
+    delivered = deliver_undelivered(study)
+    if delivered:
+        console.print(f"stored results kept while the database was down: trials {delivered}")
     requeued = requeue_stale_trials(study)
     if requeued:
         console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")

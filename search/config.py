@@ -116,6 +116,7 @@ class ResourcesSection(_Section):
     workers: int = Field(2, gt=0)
     cpus_per_trial: int = Field(1, gt=0)
     gpus_per_trial: float = Field(0.0, ge=0)
+    max_retries: int = Field(2, ge=0, description="re-runs of a trial whose worker died (pre-emption, OOM kill)")
 
 
 class StudyConfig(_Section):

@@ -99,6 +99,13 @@ class Progress:
         self._log(f"trial {number} {state}{shown}{' — ' + note if note else ''}")
         self._update()
 
+    def note(self, text: str) -> None:
+        """A message that is not about one trial (database retries, recovered trials)."""
+        if self._live:
+            self._live.console.print(text, highlight=False, soft_wrap=True)
+        else:
+            self._log(text)
+
     def close(self) -> None:
         if self._live:
             self._live.stop()

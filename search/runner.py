@@ -16,17 +16,28 @@ from dataclasses import dataclass, field
 
 import optuna
 import ray
+import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
 from search.config import PrismSearchError, StudyConfig
 from search.progress import Progress
 from search.study import FINISHED, enqueue, family_for, stored_config
-from search.trial import TrialSession, TrialSpec
+from search.undelivered import save_undelivered
+from search.trial import TrialSession, TrialSpec, result_attrs
 
 
 class TooManyFailures(PrismSearchError):
     pass
+
+
+class DatabaseUnavailable(PrismSearchError):
+    pass
+
+
+# what a lost or refused database connection looks like through Optuna's RDBStorage
+DB_ERRORS = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
+DB_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 @dataclass
@@ -50,48 +61,85 @@ def connect_ray(address: str | None, num_cpus: int) -> None:
 
 
 def requeue_stale_trials(study: optuna.Study) -> list[int]:
-    """Fail RUNNING trials whose driver stopped sending heartbeats and queue their schedules again."""
-    config = stored_config(study)
-    family = family_for(config)
-    before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    optuna.storages.fail_stale_trials(study)
+    """Fail RUNNING trials whose driver stopped sending heartbeats and queue their schedules again.
+
+    Failing a trial is a conditional update (it must still be RUNNING), so when two drivers race over one
+    stale trial exactly one of them wins and queues it again.
+    """
+    storage = study._storage
+    family = family_for(stored_config(study))
     requeued = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
-        if t.number in before:
-            study._storage.set_trial_user_attr(t._trial_id, "error", "driver lost (heartbeat went stale)")
-            _requeue(study, family, t)
-            requeued.append(t.number)
+    for trial_id in storage._get_stale_trial_ids(study._study_id):
+        try:
+            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue
+        storage.set_trial_user_attr(trial_id, "error", "driver lost (heartbeat went stale)")
+        trial = storage.get_trial(trial_id)
+        _requeue(study, family, trial, attempt=trial.user_attrs.get("attempt", 0))
+        requeued.append(trial.number)
     return requeued
 
 
-def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optuna.Trial) -> None:
+def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optuna.Trial, attempt: int) -> None:
     attrs = trial.user_attrs
     enqueue(study, family, Schedule.parse(attrs["schedule"]), role=attrs.get("role", "search"),
-            seed=attrs.get("seed", 0), retry_of=trial.number)
+            seed=attrs.get("seed", 0), retry_of=trial.number, attempt=attempt)
 
 
 class Driver:
-    def __init__(self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None):
+    def __init__(self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
+                 session_cls: type = TrialSession):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
         self.progress = progress
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
         res = config.resources
-        self._worker_cls = ray.remote(TrialSession).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
+        self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
 
-    # -- bookkeeping -------------------------------------------------------------------------------------
+    # -- the database, always through retries ----------------------------------------------------------
+    def _db(self, fn, *args, **kwargs):
+        """Call a storage operation; on a lost connection retry with backoff, then give up with a clear error."""
+        for delay in (*DB_RETRY_DELAYS_S, None):
+            try:
+                return fn(*args, **kwargs)
+            except DB_ERRORS as e:
+                if delay is None:
+                    raise DatabaseUnavailable(
+                        f"database unreachable after {len(DB_RETRY_DELAYS_S)} retries over "
+                        f"{sum(DB_RETRY_DELAYS_S):.0f} s ({type(e).__name__}); bring it back, then "
+                        f"`prism-search resume {self.config.name}`"
+                    ) from None
+                if self.progress:
+                    self.progress.note(f"database error ({type(e).__name__}); retrying in {delay:.1f} s")
+                time.sleep(delay)
+
+    def _too_many_failures(self) -> bool:
+        return self.failures > self.config.search.max_failed_trials
+
+    def _counts(self) -> tuple[int, int]:
+        """Finished and running trials of the whole study, whichever driver owns them."""
+        trials = self._db(self.study.get_trials, deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
+        finished = sum(t.state in FINISHED for t in trials)
+        return finished, len(trials) - finished
+
     def n_finished(self) -> int:
-        return len(self.study.get_trials(deepcopy=False, states=FINISHED))
+        return self._counts()[0]
 
     def _heartbeat(self, force: bool = False) -> None:
         now = time.monotonic()
-        if force or now - self._last_heartbeat > self.study._storage.get_heartbeat_interval() / 2:
+        interval = self.study._storage.get_heartbeat_interval()
+        if force or now - self._last_heartbeat > interval / 2:
             for job in self.in_flight.values():
-                self.study._storage.record_heartbeat(job.trial._trial_id)
+                self._db(self.study._storage.record_heartbeat, job.trial._trial_id)
             self._last_heartbeat = now
+            requeued = self._db(requeue_stale_trials, self.study)
+            if requeued and self.progress:
+                self.progress.note(f"trials {requeued} lost their driver; queued again")
 
     def _spec(self, trial: optuna.Trial, schedule: Schedule, seed: int) -> TrialSpec:
         device = "cuda" if self.config.resources.gpus_per_trial > 0 else "cpu"
@@ -103,105 +151,131 @@ class Driver:
         )
 
     # -- the loop ----------------------------------------------------------------------------------------
-    def _dispatch(self, worker: ray.actor.ActorHandle) -> None:
-        trial = self.study.ask()
-        self.study._storage.record_heartbeat(trial._trial_id)
+    def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
+        """True when trials numbered before this one already fill the target (another driver got there first)."""
+        ahead = self._db(self.study.get_trials, deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
+        return sum(t.number < trial.number for t in ahead) >= target
+
+    def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> bool:
+        trial = self._db(self.study.ask)
+        self._db(self.study._storage.record_heartbeat, trial._trial_id)
         attrs = trial.user_attrs
+        if self._is_surplus(trial, target):
+            self._db(trial.set_user_attr, "error", "surplus: the study reached its target through another driver")
+            self._db(self.study.tell, trial, state=TrialState.FAIL)
+            if "schedule" in attrs:  # it came from the queue: give it back
+                _requeue(self.study, self.family, trial, attempt=attrs.get("attempt", 0))
+            return False
         role, seed = attrs.get("role", "search"), attrs.get("seed", self.config.seed)
         if "schedule" in attrs and not self.family.contains(Schedule.parse(attrs["schedule"])):
             schedule = Schedule.parse(attrs["schedule"])  # an enqueued schedule outside the family
         else:
-            schedule = self.family.suggest(trial)
-        trial.set_user_attr("schedule", str(schedule))
-        trial.set_user_attr("role", role)
-        trial.set_user_attr("seed", seed)
-        for layer, heads in enumerate(schedule.heads):
-            trial.set_user_attr(f"heads_{layer:02d}", heads)
+            schedule = self._db(self.family.suggest, trial)
+        values = {"schedule": str(schedule), "role": role, "seed": seed}
+        values |= {f"heads_{layer:02d}": heads for layer, heads in enumerate(schedule.heads)}
+        for key, value in values.items():
+            self._db(trial.set_user_attr, key, value)
         job = _InFlight(trial, schedule, role, worker)
         self.in_flight[worker.start.remote(self._spec(trial, schedule, seed))] = job
         if self.progress:
             self.progress.started_trial(trial.number, str(schedule), role)
+        return True
 
     def _handle(self, ref: ray.ObjectRef) -> None:
         job = self.in_flight.pop(ref)
         try:
             out = ray.get(ref)
         except ray.exceptions.RayActorError as e:
-            self._fail(job, f"worker died: {type(e).__name__}: {str(e).splitlines()[0]}")
             self.idle.append(self._worker_cls.remote())  # replace the dead actor
+            self._fail(job, f"worker died: {type(e).__name__}: {str(e).splitlines()[0]}", retry=True)
             return
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if getattr(e, "cause", None) is not None else e
-            self._fail(job, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
             self.idle.append(job.worker)
+            self._fail(job, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
             return
         if isinstance(out, dict):  # started: where it runs
-            job.trial.set_user_attr("worker", out)
+            self._db(job.trial.set_user_attr, "worker", out)
             self.in_flight[job.worker.advance.remote()] = job
             return
         if isinstance(out, EvalPoint):
             job.points.append(out)
-            job.trial.report(out.val_loss, out.tokens)
+            self._db(job.trial.report, out.val_loss, out.tokens)
             if self.progress:
                 self.progress.evaluated(job.trial.number, out)
             # a trial that has spent its whole budget is complete, whatever the pruner thinks of its last rung
             final = out.step >= self.config.train.steps
-            job.pruning = job.role == "search" and not final and job.trial.should_prune()
+            job.pruning = job.role == "search" and not final and self._db(job.trial.should_prune)
             next_ref = job.worker.stop.remote() if job.pruning else job.worker.advance.remote()
             self.in_flight[next_ref] = job
             return
-        self._finish(job, out)
         self.idle.append(job.worker)
+        self._finish(job, out)
 
     def _record(self, job: _InFlight, result: TrainResult) -> None:
-        t = job.trial
-        for key in ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens"):
-            t.set_user_attr(key, getattr(result, key))
-        t.set_user_attr("curve", [[p.tokens, p.val_loss] for p in result.curve])
+        for key, value in result_attrs(result).items():
+            self._db(job.trial.set_user_attr, key, value)
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
-        self._record(job, result)
-        if job.pruning:
-            job.trial.set_user_attr("pruned_at_tokens", result.tokens)
-            self.study.tell(job.trial, state=TrialState.PRUNED)
-            state, value = "PRUNED", result.final_val_loss
-        else:
-            self.study.tell(job.trial, result.final_val_loss)
-            state, value = "COMPLETE", result.final_val_loss
+        state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE
+        try:
+            self._record(job, result)
+            if job.pruning:
+                self._db(job.trial.set_user_attr, "pruned_at_tokens", result.tokens)
+                self._db(self.study.tell, job.trial, state=state)
+            else:
+                self._db(self.study.tell, job.trial, result.final_val_loss)
+        except DatabaseUnavailable:
+            path = save_undelivered(self.config.name, job.trial.number, state, result.final_val_loss, result_attrs(result))
+            raise DatabaseUnavailable(
+                f"database unreachable; the result of trial {job.trial.number} is kept in {path}. Bring the "
+                f"database back, then `prism-search resume {self.config.name}` stores it"
+            ) from None
         if self.progress:
-            self.progress.finished(job.trial.number, state, value)
+            self.progress.finished(job.trial.number, state.name, result.final_val_loss)
 
-    def _fail(self, job: _InFlight, reason: str, requeue: bool = False) -> None:
-        job.trial.set_user_attr("error", reason)
-        self.study.tell(job.trial, state=TrialState.FAIL)
-        if requeue:
-            _requeue(self.study, self.family, job.trial)
+    def _fail(self, job: _InFlight, reason: str, retry: bool = False, interrupted: bool = False) -> None:
+        self._db(job.trial.set_user_attr, "error", reason)
+        self._db(self.study.tell, job.trial, state=TrialState.FAIL)
+        attempt = job.trial.user_attrs.get("attempt", 0)
+        if interrupted:
+            _requeue(self.study, self.family, job.trial, attempt=attempt)
+        elif retry and attempt < self.config.resources.max_retries:
+            _requeue(self.study, self.family, job.trial, attempt=attempt + 1)
+            reason += f" (retry {attempt + 1}/{self.config.resources.max_retries} queued)"
         else:
             self.failures += 1
         if self.progress:
             self.progress.finished(job.trial.number, "FAIL", None, reason)
 
     def run(self, target: int, n_workers: int) -> None:
-        """Run trials until `target` trials of the study are COMPLETE or PRUNED."""
+        """Run trials until the study has `target` COMPLETE or PRUNED trials, counting every driver's."""
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:
-                while self.idle and self.n_finished() + len(self.in_flight) < target:
-                    if self.failures > self.config.search.max_failed_trials:
-                        break
-                    self._dispatch(self.idle.pop())
+                finished, running = self._counts()
+                while self.idle and finished + running < target and not self._too_many_failures():
+                    worker = self.idle.pop()
+                    if not self._dispatch(worker, target):
+                        self.idle.append(worker)
+                        break  # surplus: another driver filled the target first
+                    running += 1
                 if not self.in_flight:
-                    break
+                    if running == 0 or finished >= target or self._too_many_failures():
+                        break
+                    time.sleep(1.0)  # another driver's trials are running: wait for them (or for them to go stale)
+                    self._heartbeat()
+                    continue
                 ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
                 for ref in ready:
                     self._handle(ref)
                 self._heartbeat()
         except KeyboardInterrupt:
             for job in list(self.in_flight.values()):
-                self._fail(job, "interrupted (Ctrl-C); queued again for resume", requeue=True)
+                self._fail(job, "interrupted (Ctrl-C); queued again for resume", interrupted=True)
             self.in_flight.clear()
             raise
-        if self.failures > self.config.search.max_failed_trials:
+        if self._too_many_failures():
             raise TooManyFailures(
                 f"{self.failures} trials failed (search.max_failed_trials={self.config.search.max_failed_trials}); "
                 "see `prism-search status` for their errors"

@@ -7,9 +7,14 @@ a driver that died.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
+import os
 import re
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 import optuna
 import sqlalchemy
@@ -21,8 +26,10 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 # the driver records heartbeats itself (ask/tell has none of its own), which is what Optuna warns about
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
-HEARTBEAT_INTERVAL_S = 10
-GRACE_PERIOD_S = 30
+# A trial whose driver sent no heartbeat for GRACE_PERIOD_S is taken as lost. Overridable from the environment
+# (tests shorten them; a cluster on a slow network may lengthen them).
+HEARTBEAT_INTERVAL_S = int(os.environ.get("PRISM_SEARCH_HEARTBEAT_S", 10))
+GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
 
 
 class StorageError(PrismSearchError):
@@ -60,6 +67,34 @@ def _connect_args(url: str) -> dict:
     if url.startswith("postgresql"):
         return {"connect_timeout": 5}
     return {}
+
+
+@contextlib.contextmanager
+def creation_lock(url: str) -> Iterator[None]:
+    """Serialise schema and study creation across drivers: two `run`s at once create tables and enqueue a
+    study's baselines once.
+
+    PostgreSQL: a transaction-level advisory lock. SQLite (one machine): an exclusive file lock beside the file.
+    """
+    if url.startswith("postgresql"):
+        _check_reachable(url)
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+        try:
+            with engine.begin() as conn:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+                yield
+        finally:
+            engine.dispose()
+    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        _check_reachable(url)
+        with open(url.removeprefix("sqlite:///") + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+    else:
+        yield
+
+
+_LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search creation").digest()[:8], "big", signed=True)
 
 
 def open_storage(url: str) -> optuna.storages.RDBStorage:

@@ -94,6 +94,7 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
                 f"study {config.name!r} was trained on a corpus with fingerprint "
                 f"{study.user_attrs.get(ATTR_FINGERPRINT)}, this one has {fingerprint}; use a new study name"
             )
+        study.set_user_attr(ATTR_CONFIG, config.model_dump_json())  # n_trials and resources may change
         return study
     study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
     study.set_user_attr(ATTR_FINGERPRINT, fingerprint)

@@ -65,6 +65,12 @@ class TrialSession:
         return result
 
 
+def result_attrs(result: TrainResult) -> dict:
+    """How a result is stored on its Optuna trial (user attrs): the same for every path that stores one."""
+    keys = ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens")
+    return {k: getattr(result, k) for k in keys} | {"curve": [[p.tokens, p.val_loss] for p in result.curve]}
+
+
 def run_trial(spec: TrialSpec, should_stop=lambda point: False) -> TrainResult:
     """In-process use of the same entry point: advance until done or `should_stop(point)` says stop."""
     session = TrialSession()

@@ -1,0 +1,237 @@
+"""Crashes for real: a SIGKILLed driver, a killed worker, a database that goes away, two drivers on one study."""
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from search import runner
+from search.progress import Progress
+from search.runner import DatabaseUnavailable, Driver
+from search.storage import open_storage
+from search.study import FINISHED, corpus_fingerprint, open_study
+from search.undelivered import deliver_undelivered, undelivered_path
+from tests.search.conftest import ROOT
+from tests.search.pg import fresh_database
+
+pytestmark = pytest.mark.e2e
+
+FAST_HEARTBEAT = {"PRISM_SEARCH_HEARTBEAT_S": "1", "PRISM_SEARCH_GRACE_S": "3"}
+
+
+def _start(*args, log, **env):
+    """Start `prism-search ARGS` in its own process group (so its local Ray can be cleaned up with it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "search.cli", *args], stdout=log, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, **FAST_HEARTBEAT, **env}, start_new_session=True, cwd=ROOT,
+    )
+
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _finished(url, name="tiny"):
+    study = optuna.load_study(study_name=name, storage=url)
+    return {t.number: (t.state, t.value) for t in study.get_trials(states=FINISHED)}
+
+
+def _wait_for_study(url, name="tiny", timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return optuna.load_study(study_name=name, storage=url)
+        except Exception:  # no file, no tables or no study yet
+            time.sleep(0.3)
+    raise AssertionError(f"study {name} never appeared in {url}")
+
+
+def _assert_complete(url, n_trials, name="tiny"):
+    study = optuna.load_study(study_name=name, storage=url)
+    assert len(study.get_trials(states=FINISHED)) == n_trials
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    return study
+
+
+def test_driver_sigkill_at_a_random_moment_then_resume(tmp_path, study_toml):
+    url = f"sqlite:///{tmp_path / 'kill.db'}"
+    delay = random.uniform(0.0, 25.0)
+    print(f"killing the driver {delay:.1f} s after its study appeared")  # shown on failure, to reproduce
+    with open(tmp_path / "run.log", "w") as log:
+        proc = _start("run", str(study_toml(("n_trials = 5", "n_trials = 6"))), "--storage", url, log=log)
+        _wait_for_study(url)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _kill_group(proc)  # the local Ray it started dies with its machine, as it would in a real crash
+    before = _finished(url)
+
+    with open(tmp_path / "resume.log", "w") as log:
+        resume = _start("resume", "tiny", "--storage", url, log=log)
+        assert resume.wait(timeout=400) == 0, (tmp_path / "resume.log").read_text()
+        _kill_group(resume)
+    study = _assert_complete(url, 6)
+    after = _finished(url)
+    assert {n: after[n] for n in before} == before  # nothing finished was lost or changed
+    for lost in [t for t in study.trials if "driver lost" in t.user_attrs.get("error", "")]:
+        retries = [t for t in study.trials if t.user_attrs.get("retry_of") == lost.number]
+        assert len(retries) == 1 and retries[0].user_attrs["schedule"] == lost.user_attrs["schedule"]
+
+
+def test_killed_worker_fails_its_trial_and_the_schedule_is_retried(tmp_path, study_toml):
+    url = f"sqlite:///{tmp_path / 'worker.db'}"
+    with open(tmp_path / "run.log", "w") as log:
+        proc = _start("run", str(study_toml()), "--storage", url, log=log)
+        victim = None
+        study = _wait_for_study(url)
+        deadline = time.monotonic() + 120
+        while victim is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            for t in study.get_trials(states=(TrialState.RUNNING,)):
+                if "worker" in t.user_attrs and t.intermediate_values:
+                    victim = t
+                    os.kill(t.user_attrs["worker"]["pid"], signal.SIGKILL)
+                    break
+        assert victim is not None, "no trial ever ran long enough to be killed"
+        assert proc.wait(timeout=300) == 0, (tmp_path / "run.log").read_text()
+        _kill_group(proc)
+    study = _assert_complete(url, 5)
+    killed = study.trials[victim.number]
+    assert killed.state == TrialState.FAIL and "worker died" in killed.user_attrs["error"]
+    retry = [t for t in study.trials if t.user_attrs.get("retry_of") == victim.number]
+    assert len(retry) == 1 and retry[0].user_attrs["attempt"] == 1
+    assert retry[0].user_attrs["schedule"] == victim.user_attrs["schedule"] and retry[0].state in FINISHED
+
+
+def test_two_drivers_share_one_postgres_study(tmp_path, study_toml):
+    toml = study_toml(("n_trials = 5", "n_trials = 7"))
+    with fresh_database() as url:
+        logs = [open(tmp_path / f"driver{i}.log", "w") for i in range(2)]
+        procs = [_start("run", str(toml), "--storage", url, "--workers", "1", log=log) for log in logs]
+        for proc, log in zip(procs, logs):
+            assert proc.wait(timeout=400) == 0, open(log.name).read()
+            _kill_group(proc)
+            log.close()
+        study = _assert_complete(url, 7)
+        baselines = [t for t in study.trials if t.user_attrs.get("role") == "baseline" and "retry_of" not in t.user_attrs]
+        assert len(baselines) == 2  # the study was created, and its baselines enqueued, once
+        owners = {t.user_attrs["worker"]["pid"] for t in study.get_trials(states=FINISHED) if "worker" in t.user_attrs}
+        assert len(owners) >= 2  # both drivers' workers did trials
+
+
+class _TcpProxy:
+    """A real TCP forwarder in front of PostgreSQL that a test can cut (refuse and drop every connection)."""
+
+    def __init__(self, target=("127.0.0.1", 5432)):
+        self.target = target
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.listener = None
+        self.restore()
+
+    def restore(self):
+        self.listener = socket.create_server(("127.0.0.1", self.port), reuse_port=True)
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def _accept(self, listener):
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self):
+        self.listener.close()
+        for s in self.sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+        self.sockets.clear()
+
+
+class _CutAt(Progress):
+    """Progress that cuts the database at a chosen evaluation, so the outage lands where the test needs it."""
+
+    def __init__(self, proxy, when, outage_s=None):
+        super().__init__("tiny", 3, live=False)
+        self.proxy, self.when, self.outage_s, self.done = proxy, when, outage_s, False
+
+    def evaluated(self, number, point):
+        super().evaluated(number, point)
+        if not self.done and self.when(point):
+            self.done = True
+            self.proxy.cut()
+            if self.outage_s is not None:
+                threading.Timer(self.outage_s, self.proxy.restore).start()
+
+
+def _outage_study(ray_local, tiny_config, url, n_trials):
+    config = tiny_config.model_copy(update={"storage": url, "n_trials": n_trials})
+    config = config.model_copy(update={"search": config.search.model_copy(update={"baseline_seeds": 1})})
+    fingerprint = corpus_fingerprint(config)
+    return config, fingerprint, open_study(config, open_storage(url), fingerprint)
+
+
+def test_short_database_outage_is_ridden_out(ray_local, tiny_config):
+    proxy = _TcpProxy()
+    with fresh_database(f"127.0.0.1:{proxy.port}") as url:
+        config, fingerprint, study = _outage_study(ray_local, tiny_config, url, 3)
+        progress = _CutAt(proxy, lambda p: p.step == 40, outage_s=2.0)
+        Driver(study, config, fingerprint, progress).run(3, n_workers=1)
+        assert progress.done
+        _assert_complete(url, 3)
+        proxy.cut()
+
+
+def test_long_outage_stops_with_a_clear_error_and_keeps_the_finished_result(ray_local, tiny_config, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(runner, "DB_RETRY_DELAYS_S", (0.2, 0.4))
+    proxy = _TcpProxy()
+    with fresh_database(f"127.0.0.1:{proxy.port}") as url:
+        config, fingerprint, study = _outage_study(ray_local, tiny_config, url, 3)
+        final = config.train.steps
+        with pytest.raises(DatabaseUnavailable, match="result of trial 0 is kept in .*undelivered-tiny.jsonl"):
+            Driver(study, config, fingerprint, _CutAt(proxy, lambda p: p.step == final)).run(3, n_workers=1)
+        assert undelivered_path("tiny").exists()
+        proxy.restore()  # the database is back: resume stores what was kept
+        study = optuna.load_study(study_name="tiny", storage=url)
+        assert study.trials[0].state == TrialState.RUNNING
+        assert deliver_undelivered(study) == [0]
+        trial = optuna.load_study(study_name="tiny", storage=url).trials[0]
+        assert trial.state == TrialState.COMPLETE and len(trial.user_attrs["curve"]) == 3
+        assert sorted(trial.intermediate_values) == [p[0] for p in trial.user_attrs["curve"]]
+        assert not undelivered_path("tiny").exists()
+        proxy.cut()
