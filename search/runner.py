@@ -11,6 +11,7 @@ failed once their heartbeat is stale and their schedules are queued again.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -57,7 +58,8 @@ def connect_ray(address: str | None, num_cpus: int) -> None:
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 
 
 def requeue_stale_trials(study: optuna.Study) -> list[int]:
