@@ -35,8 +35,8 @@ class ModelSection(_Section):
     d_model: int = Field(128, gt=0)
     block_size: int = Field(128, gt=0)
     vocab_size: int = Field(256, gt=0)
-    dh_min: int = Field(32, gt=0)
-    dh_max: int = Field(128, gt=0)
+    dh_min: int = Field(64, gt=0)
+    dh_max: int = Field(256, gt=0)
     mlp_ratio: int = Field(4, gt=0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
 
