@@ -19,7 +19,10 @@ import ray
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
+from search import cache, samplers
 from search.config import PrismSearchError, StudyConfig
+from search.constraints import apply_constraint
+from search.early_stopping import make_stopping
 from search.progress import Progress
 from search.study import FINISHED, enqueue, family_for, stored_config
 from search.trial import TrialSession, TrialSpec
@@ -34,7 +37,7 @@ class _InFlight:
     trial: optuna.Trial
     schedule: Schedule
     role: str
-    worker: ray.actor.ActorHandle
+    worker: ray.actor.ActorHandle | None  # None: a duplicate waiting for its original (see search.cache)
     pruning: bool = False
     points: list[EvalPoint] = field(default_factory=list)
 
@@ -74,6 +77,7 @@ class Driver:
     def __init__(self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
+        self.stopping = make_stopping(study, config)
         self.progress = progress
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
@@ -100,6 +104,7 @@ class Driver:
             model=self.config.model_config_, train=self.config.train.to_train_config(seed, device),
             corpus=self.config.data.corpus, val_fraction=self.config.data.val_fraction,
             corpus_fingerprint=self.fingerprint, threads=self.config.resources.cpus_per_trial,
+            baseline=str(self.config.baseline), probe_steps=self.config.search.throughput_probe_steps,
         )
 
     # -- the loop ----------------------------------------------------------------------------------------
@@ -117,6 +122,8 @@ class Driver:
         trial.set_user_attr("seed", seed)
         for layer, heads in enumerate(schedule.heads):
             trial.set_user_attr(f"heads_{layer:02d}", heads)
+        if self._serve_duplicate(trial, schedule, role, seed, worker):
+            return
         job = _InFlight(trial, schedule, role, worker)
         self.in_flight[worker.start.remote(self._spec(trial, schedule, seed))] = job
         if self.progress:
@@ -135,18 +142,21 @@ class Driver:
             self._fail(job, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
             self.idle.append(job.worker)
             return
+        if isinstance(out, cache.Wait):
+            self._await_original(job, out)
+            return
         if isinstance(out, dict):  # started: where it runs
             job.trial.set_user_attr("worker", out)
             self.in_flight[job.worker.advance.remote()] = job
             return
         if isinstance(out, EvalPoint):
             job.points.append(out)
-            job.trial.report(out.val_loss, out.tokens)
+            self.stopping.report(job.trial, out)
             if self.progress:
                 self.progress.evaluated(job.trial.number, out)
             # a trial that has spent its whole budget is complete, whatever the pruner thinks of its last rung
             final = out.step >= self.config.train.steps
-            job.pruning = job.role == "search" and not final and job.trial.should_prune()
+            job.pruning = job.role == "search" and not final and self.stopping.should_stop(job.trial, out)
             next_ref = job.worker.stop.remote() if job.pruning else job.worker.advance.remote()
             self.in_flight[next_ref] = job
             return
@@ -158,6 +168,9 @@ class Driver:
         for key in ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens"):
             t.set_user_attr(key, getattr(result, key))
         t.set_user_attr("curve", [[p.tokens, p.val_loss] for p in result.curve])
+        for key, value in result.extra.items():
+            t.set_user_attr(key, value)
+        apply_constraint(t, self.config, result.extra.get("throughput_ratio"))
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         self._record(job, result)
@@ -166,7 +179,7 @@ class Driver:
             self.study.tell(job.trial, state=TrialState.PRUNED)
             state, value = "PRUNED", result.final_val_loss
         else:
-            self.study.tell(job.trial, result.final_val_loss)
+            self.study.tell(job.trial, [result.final_val_loss, result.tokens_per_s][: len(self.study.directions)])
             state, value = "COMPLETE", result.final_val_loss
         if self.progress:
             self.progress.finished(job.trial.number, state, value)
@@ -181,8 +194,34 @@ class Driver:
         if self.progress:
             self.progress.finished(job.trial.number, "FAIL", None, reason)
 
+    # -- duplicates (search.cache): a schedule trains once per seed ---------------------------------------
+    def _serve_duplicate(self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, worker) -> bool:
+        """Give `trial` a stored result, or park it until the running original ends; False: train it."""
+        original = cache.find_original(self.study, str(schedule), seed, trial.number)
+        if original is None:
+            return False
+        trial.set_user_attr(cache.DUPLICATE_ATTR, original.number)
+        self.idle.append(worker)
+        job = _InFlight(trial, schedule, role, None)
+        if self.progress:
+            self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role)
+        self._await_original(job, cache.Wait(original._trial_id))
+        return True
+
+    def _await_original(self, job: _InFlight, wait: cache.Wait) -> None:
+        original = self.study._storage.get_trial(wait.original_id)
+        if original.state == TrialState.RUNNING:
+            self.in_flight[cache.wait_for(original)] = job
+        elif original.state == TrialState.FAIL:
+            self._fail(job, f"original trial {original.number} failed; queued again", requeue=True)
+        else:
+            state = cache.copy_result(self.study, job.trial, original)
+            if self.progress:
+                self.progress.finished(job.trial.number, state.name, original.values[0] if original.values else None)
+
     def run(self, target: int, n_workers: int) -> None:
         """Run trials until `target` trials of the study are COMPLETE or PRUNED."""
+        target = samplers.reachable_target(self.study, target)
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:

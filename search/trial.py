@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from prism import EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus
+from prism import Corpus, EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus
 
 
 class CorpusMismatch(RuntimeError):
@@ -31,6 +31,24 @@ class TrialSpec:
     val_fraction: float
     corpus_fingerprint: str
     threads: int = 1
+    baseline: str | None = None  # uniform schedule whose tokens/s the trial's is compared with (None: skip)
+    probe_steps: int = 8
+
+
+def throughput_ratio(spec: TrialSpec, corpus: Corpus, rounds: int = 2) -> tuple[float, float]:
+    """(tokens/s of spec.schedule / tokens/s of spec.baseline, baseline tokens/s), timed in this process.
+
+    Both schedules train `probe_steps` steps from fresh weights on the same batches, alternating for `rounds`
+    rounds; each keeps its best round, the one least disturbed by other load on the machine.
+    """
+    cfg = replace(spec.train, steps=spec.probe_steps, warmup_steps=0, eval_every=spec.probe_steps, eval_batches=1)
+    best = {spec.schedule: 0.0, spec.baseline: 0.0}
+    for _ in range(rounds):
+        for text in best:
+            trainer = Trainer(spec.model, Schedule.parse(text), cfg, corpus)
+            trainer.run_to_next_eval()
+            best[text] = max(best[text], trainer.result().tokens_per_s)
+    return best[spec.schedule] / best[spec.baseline], best[spec.baseline]
 
 
 class TrialSession:
@@ -38,6 +56,8 @@ class TrialSession:
 
     def __init__(self) -> None:
         self.trainer: Trainer | None = None
+        self.spec: TrialSpec | None = None
+        self.corpus: Corpus | None = None
 
     def start(self, spec: TrialSpec) -> dict:
         """Build the model and data for `spec`; returns where it runs. No training yet."""
@@ -49,6 +69,7 @@ class TrialSession:
                 f"the study was created with {spec.corpus_fingerprint}; use the same corpus files everywhere"
             )
         self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
+        self.spec, self.corpus = spec, corpus
         return {"host": socket.gethostname(), "pid": os.getpid(), "device": str(self.trainer.device)}
 
     def advance(self) -> EvalPoint | TrainResult:
@@ -62,6 +83,9 @@ class TrialSession:
         """End the trial now (finished or pruned) and free its model."""
         assert self.trainer is not None, "start() a trial first"
         result, self.trainer = self.trainer.result(), None
+        if self.spec.baseline is not None:
+            ratio, uniform = throughput_ratio(self.spec, self.corpus)
+            result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
         return result
 
 

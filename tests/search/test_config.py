@@ -18,7 +18,7 @@ def test_tiny_config_loads_with_defaults(tiny_config):
         ({"name": "x", "train": {"steps": 0}}, "train.steps: .*greater than 0"),
         ({"name": "x", "space": {"baseline_heads": 3}}, "space.baseline_heads=3 is not allowed for d_model=128"),
         ({"name": "x", "space": {"references": ["3x6"]}}, "space.references '3x6'.*do not divide d_model=128"),
-        ({"name": "x", "space": {"family": "zigzag"}}, "space.family: 'zigzag' is not valid; input should be 'ramp' or 'uniform'"),
+        ({"name": "x", "space": {"family": "zigzag"}}, r"space.family: 'zigzag' is not valid; input should be 'ramp', 'ramp\+late', 'free' or 'uniform'"),
         ({"name": "x", "model": {"d_model": 100}}, "no power-of-two head dim .* divides d_model=100"),
         ({"name": "x", "data": {"corpus": "wiki"}}, "data.corpus: unknown corpus 'wiki'"),
         ({}, "name: required field is missing"),
