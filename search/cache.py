@@ -10,7 +10,7 @@ If the original fails, the waiting copy is failed too and its schedule queued ag
 
 from __future__ import annotations
 
-import time
+import asyncio
 from dataclasses import dataclass
 
 import optuna
@@ -32,13 +32,23 @@ class Wait:
 
 
 @ray.remote(num_cpus=0)
-def _poll_later(original_id: int, seconds: float) -> Wait:
-    time.sleep(seconds)
-    return Wait(original_id)
+class _Clock:
+    """Wakes waiting duplicates. One async actor per driver: a poll is a cheap call, not a new worker process."""
+
+    async def after(self, wait: Wait, seconds: float) -> Wait:
+        await asyncio.sleep(seconds)
+        return wait
+
+
+_clocks: dict[str, ray.actor.ActorHandle] = {}  # per Ray job: a handle dies with its cluster connection
 
 
 def wait_for(original: FrozenTrial) -> ray.ObjectRef:
-    return _poll_later.remote(original._trial_id, WAIT_POLL_S)
+    """A reference that becomes ready in WAIT_POLL_S seconds: the driver then looks at the original again."""
+    job = ray.get_runtime_context().get_job_id()
+    if job not in _clocks:
+        _clocks[job] = _Clock.remote()
+    return _clocks[job].after.remote(Wait(original._trial_id), WAIT_POLL_S)
 
 
 def find_original(study: optuna.Study, schedule: str, seed: int, number: int) -> FrozenTrial | None:

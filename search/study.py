@@ -14,6 +14,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, allowed_head_counts, load_corpus
@@ -27,6 +28,7 @@ from search.references import Reference, parse_reference
 
 ATTR_CONFIG = "prism.config"
 ATTR_FINGERPRINT = "prism.corpus_fingerprint"
+ATTR_CONFIRMATION = "prism.confirmation"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -143,6 +145,7 @@ class Summary:
     pareto: list[dict] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
     infeasible: int = 0  # finished trials below search.min_throughput_ratio
     duplicates: int = 0  # trials served by the duplicate cache
+    confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: mean ± std per schedule
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -173,6 +176,19 @@ def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[Froze
     return sorted(paired, key=val_loss)
 
 
+def pareto_front(trials: list[FrozenTrial], directions: list[StudyDirection]) -> list[FrozenTrial]:
+    """Trials no other trial dominates (at least as good in every objective, better in one); one per schedule."""
+    signs = [1 if d == StudyDirection.MINIMIZE else -1 for d in directions]
+    keys = {t.number: [s * v for s, v in zip(signs, t.values)] for t in trials}
+
+    def dominates(a: list[float], b: list[float]) -> bool:
+        return all(x <= y for x, y in zip(a, b)) and a != b
+
+    front = [t for t in trials if not any(dominates(keys[o.number], keys[t.number]) for o in trials)]
+    unique = {t.user_attrs.get("schedule"): t for t in reversed(front)}  # a duplicate shares its original's values
+    return sorted(unique.values(), key=lambda t: t.number)
+
+
 def summarize(study: optuna.Study) -> Summary:
     config = stored_config(study)
     trials = study.get_trials(deepcopy=False)
@@ -193,8 +209,7 @@ def summarize(study: optuna.Study) -> Summary:
     ]
     pareto = [
         {"number": t.number, "schedule": t.user_attrs.get("schedule"), **dict(zip(config.search.objectives, t.values))}
-        for t in (study.best_trials if len(config.search.objectives) > 1 else [])
-        if t.user_attrs.get("seed", config.seed) == config.seed
+        for t in (pareto_front(ranked(study, config), study.directions) if len(config.search.objectives) > 1 else [])
     ]
     return Summary(
         name=study.study_name,
@@ -213,4 +228,5 @@ def summarize(study: optuna.Study) -> Summary:
         pareto=sorted(pareto, key=lambda p: p["val_loss"]),
         infeasible=sum(not is_feasible(t) for t in trials if t.state in FINISHED),
         duplicates=sum(DUPLICATE_ATTR in t.user_attrs for t in trials if t.state in FINISHED),
+        confirmation=json.loads(study.user_attrs.get(ATTR_CONFIRMATION, "[]")),
     )
