@@ -25,10 +25,11 @@ def confirm_seeds(config: StudyConfig, n: int) -> list[int]:
 
 
 def top_schedules(study: optuna.Study, top: int) -> list[str]:
-    """The `top` best distinct schedules among feasible complete trials at the study seed."""
+    """The `top` best distinct schedules other than the baseline among feasible complete trials at the study seed."""
+    baseline = str(stored_config(study).baseline)
     out: list[str] = []
     for t in ranked(study):
-        if t.user_attrs["schedule"] not in out:
+        if t.user_attrs["schedule"] not in out and t.user_attrs["schedule"] != baseline:
             out.append(t.user_attrs["schedule"])
     if not out:
         raise PrismSearchError(f"study {study.study_name!r} has no complete feasible trial to confirm; run it first")
@@ -39,7 +40,7 @@ def plan(study: optuna.Study, top: int, seeds: int) -> int:
     """Queue the confirmation runs (baseline first); returns how many were queued."""
     config = stored_config(study)
     family = family_for(config)
-    schedules = [str(config.baseline)] + [s for s in top_schedules(study, top) if s != str(config.baseline)]
+    schedules = [str(config.baseline)] + top_schedules(study, top)
     for schedule in schedules:
         for seed in confirm_seeds(config, seeds):
             enqueue(study, family, Schedule.parse(schedule), role="confirm", seed=seed)
