@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from dataclasses import dataclass, replace
@@ -35,20 +36,24 @@ class TrialSpec:
     probe_steps: int = 8
 
 
-def throughput_ratio(spec: TrialSpec, corpus: Corpus, rounds: int = 2) -> tuple[float, float]:
+def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
     """(tokens/s of spec.schedule / tokens/s of spec.baseline, baseline tokens/s), timed in this process.
 
-    Both schedules train `probe_steps` steps from fresh weights on the same batches, alternating for `rounds`
-    rounds; each keeps its best round, the one least disturbed by other load on the machine.
+    Both schedules train from fresh weights on the same batches, one step each in turn, `probe_steps` steps;
+    each schedule's speed is its fastest step (the first, which pays one-off set-up, excluded): under other
+    load on the machine the fastest step is the one least disturbed, and alternating exposes both to the same load.
     """
-    cfg = replace(spec.train, steps=spec.probe_steps, warmup_steps=0, eval_every=spec.probe_steps, eval_batches=1)
-    best = {spec.schedule: 0.0, spec.baseline: 0.0}
-    for _ in range(rounds):
-        for text in best:
-            trainer = Trainer(spec.model, Schedule.parse(text), cfg, corpus)
+    cfg = replace(spec.train, steps=spec.probe_steps + 1, warmup_steps=0, eval_every=1, eval_batches=1)
+    trainers = {text: Trainer(spec.model, Schedule.parse(text), cfg, corpus) for text in (spec.schedule, spec.baseline)}
+    fastest = dict.fromkeys(trainers, math.inf)
+    for step in range(cfg.steps):
+        for text, trainer in trainers.items():
+            before = trainer.train_time
             trainer.run_to_next_eval()
-            best[text] = max(best[text], trainer.result().tokens_per_s)
-    return best[spec.schedule] / best[spec.baseline], best[spec.baseline]
+            if step:
+                fastest[text] = min(fastest[text], trainer.train_time - before)
+    tokens_per_step = cfg.batch_size * spec.model.block_size
+    return fastest[spec.baseline] / fastest[spec.schedule], tokens_per_step / fastest[spec.baseline]
 
 
 class TrialSession:

@@ -95,9 +95,11 @@ def _case_checks(name: str, config: StudyConfig, trials: list, study: optuna.Stu
         assert all(t.constraints for t in trials)  # every trial carries its throughput constraint
         assert not infeasible & {p["number"] for p in summary.pareto}
         assert all("rung_0" in t.user_attrs for t in trials)
-        for t in trials:
-            if t.state == TrialState.PRUNED:
-                assert t.user_attrs["pruned_at_rung"] == 0 and t.user_attrs["tokens"] < 60 * 8 * 32
+        # the baselines reach the rung first (they start first on the 2 workers) and set the bar: training is
+        # deterministic, so the weaker search trials are stopped there, never later than the rung's 40 steps
+        pruned = [t for t in trials if t.state == TrialState.PRUNED]
+        assert pruned and all(t.user_attrs["role"] == "search" for t in pruned)
+        assert all(t.user_attrs["pruned_at_rung"] == 0 and t.user_attrs["tokens"] == 40 * 8 * 32 for t in pruned)
 
 
 @pytest.mark.parametrize("name", list(CASES))
