@@ -83,6 +83,14 @@ def _print_summary(study, wall_s: float | None) -> None:
     table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
     table.add_row("uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule)
     table.add_row("gap to uniform", s.gap_text())
+    for ref in s.references:
+        table.add_row(f"reference {ref['name']}", f"{ref['schedule']}: {ref['val_loss']:.4f}, gap {s.gap_text(ref['gap'])}")
+    for point in s.pareto:
+        table.add_row("pareto", ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in point.items()))
+    if s.infeasible or s.duplicates:
+        table.add_row("infeasible / duplicates", f"{s.infeasible} below min_throughput_ratio / {s.duplicates} served from cache")
+    for row in s.confirmation:
+        table.add_row(f"confirmed {row['schedule']}", _confirmation_text(row))
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
     console.print(table)
@@ -149,6 +157,107 @@ def status(
         console.print(f"no studies in {mask_url(storage or DEFAULT_STORAGE)}")
     for study in studies:
         _print_summary(study, None)
+
+
+def _confirmation_text(row: dict) -> str:
+    if row["val_loss_mean"] is None:
+        return "no finished seed"
+    spread = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""
+    gap = f", gap {row['gap_mean']:+.4f}" + (f" ± {row['gap_std']:.4f}" if row["gap_std"] is not None else "") if row["gap_mean"] is not None else ""
+    return f"{row['val_loss_mean']:.4f}{spread} over {row['seeds']} seeds{gap}"
+
+
+@app.command()
+def schedules(
+    study_file: str = typer.Argument(..., help="study config"),
+    list_all: bool = typer.Option(False, "--list", help="print every schedule of the space, one per line"),
+) -> None:
+    """The size of the study's schedule space and, with --list, every schedule in it."""
+    from prism import allowed_head_counts
+    from search.study import family_for
+
+    config = load_config(study_file)
+    family = family_for(config)
+    console.print(
+        f"{family.name}: {family.size():,} schedules ({config.model.n_layer} layers, "
+        f"head counts {allowed_head_counts(config.model_config_)})", highlight=False,
+    )
+    if list_all:
+        for schedule in family.enumerate():
+            print(schedule)
+
+
+def _stored(name: str, storage: str | None):
+    from search.study import load_study
+
+    return load_study(name, open_storage(storage or DEFAULT_STORAGE))
+
+
+@app.command()
+def confirm(
+    name: str = typer.Argument(..., help="study name"),
+    top: int = typer.Option(5, "--top", min=1, help="how many of the best distinct schedules to re-train"),
+    seeds: int = typer.Option(3, "--seeds", min=2, help="fresh seeds per schedule (the baseline gets the same ones)"),
+    storage: Optional[str] = StorageOpt,
+    workers: Optional[int] = WorkersOpt,
+    address: Optional[str] = AddressOpt,
+) -> None:
+    """Re-train the top schedules and the uniform baseline with fresh seeds; store and print mean ± std."""
+    from search.confirm import run_confirmation, top_schedules
+    from search.progress import Progress
+    from search.runner import connect_ray
+    from search.study import ATTR_FINGERPRINT, corpus_fingerprint, stored_config
+
+    study = _stored(name, storage)
+    config = stored_config(study)
+    top_schedules(study, top)  # fails fast when there is nothing to confirm
+    fingerprint = corpus_fingerprint(config)
+    if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
+        raise PrismSearchError(f"study {name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
+    n_workers = workers or config.resources.workers
+    connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
+    progress = Progress(name, 0, console=console)
+    try:
+        rows = run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
+    finally:
+        progress.close()
+    table = Table(title=f"confirmation of {name} ({seeds} fresh seeds)")
+    for col in ("schedule", "val loss", "gap to uniform (paired)"):
+        table.add_column(col)
+    for row in rows:
+        gap = f"{row['gap_mean']:+.4f} ± {row['gap_std']:.4f}" if row["gap_std"] is not None else "-"
+        table.add_row(row["schedule"], f"{row['val_loss_mean']:.4f} ± {row['val_loss_std']:.4f}", gap)
+    console.print(table)
+
+
+@app.command()
+def best(
+    name: str = typer.Argument(..., help="study name"),
+    storage: Optional[str] = StorageOpt,
+) -> None:
+    """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
+    from search.study import summarize
+
+    s = summarize(_stored(name, storage))
+    if s.best_schedule is None:
+        raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
+    print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {s.gap_text()}")
+    for point in s.pareto:
+        print("pareto\t" + "\t".join(f"{k} {v}" for k, v in point.items()))
+
+
+@app.command()
+def export(
+    name: str = typer.Argument(..., help="study name"),
+    fmt: str = typer.Option("csv", "--format", help="csv or json"),
+    storage: Optional[str] = StorageOpt,
+) -> None:
+    """Every finished trial as a row: objectives, metrics and one column per layer's head count."""
+    from search.export import render
+
+    if fmt not in ("csv", "json"):
+        raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")
+    print(render(_stored(name, storage), fmt), end="")
 
 
 def main() -> None:

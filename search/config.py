@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
 from prism.config import is_power_of_two
+from search.families import DEFAULT_LATE_ZONE, make_family
+from search.references import parse_reference
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
 
@@ -64,9 +66,19 @@ class ModelSection(_Section):
 
 
 class SpaceSection(_Section):
-    family: Literal["ramp", "uniform"] = "ramp"
+    family: Literal["ramp", "ramp+late", "free", "uniform"] = "ramp"
     baseline_heads: int | None = Field(None, gt=0, description="uniform baseline head count; default: head dim 64")
-    references: list[str] = Field(default_factory=list, description="schedules enqueued after the baseline")
+    references: list[str] = Field(
+        default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp"
+    )
+    late_zone: tuple[float, float] = Field(DEFAULT_LATE_ZONE, description="ramp+late: relative depths of the 2nd rise")
+
+    @field_validator("late_zone")
+    @classmethod
+    def _zone_inside(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= v[1] < 1:
+            raise ValueError(f"{list(v)} must satisfy 0 < start <= end < 1 (relative depths), e.g. [0.75, 0.9]")
+        return v
 
 
 class TrainSection(_Section):
@@ -102,14 +114,38 @@ class DataSection(_Section):
         return v
 
 
+OBJECTIVES = {"val_loss": "minimize", "tokens_per_s": "maximize"}
+GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a mistake, not a search
+
+
 class SearchSection(_Section):
-    sampler: Literal["tpe", "random"] = "tpe"
+    sampler: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
     pruner: Literal["hyperband", "successive-halving", "median", "none"] = "hyperband"
     n_startup_trials: int = Field(4, ge=0, description="random trials before TPE models the space")
     min_resource_evals: int = Field(1, gt=0, description="pruner's first rung, in evaluations (eval_every steps)")
     reduction_factor: int = Field(3, ge=2)
-    baseline_seeds: int = Field(2, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
+    baseline_seeds: int = Field(3, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
     max_failed_trials: int = Field(3, ge=0, description="stop the run after this many failed trials")
+    objectives: list[Literal["val_loss", "tokens_per_s"]] = Field(["val_loss"], description="val_loss first")
+    population_size: int = Field(8, ge=2, description="nsga2: individuals per generation")
+    min_throughput_ratio: float | None = Field(None, gt=0, description="tokens/s vs uniform a schedule must reach")
+    throughput_probe_steps: int = Field(8, gt=0, description="timed steps per schedule in the tokens/s ratio probe")
+
+    @field_validator("objectives")
+    @classmethod
+    def _val_loss_first(cls, v: list[str]) -> list[str]:
+        if not v or v[0] != "val_loss" or len(set(v)) != len(v):
+            raise ValueError(f"{v} must be ['val_loss'] or ['val_loss', 'tokens_per_s'] (val_loss first, no repeats)")
+        return v
+
+    @model_validator(mode="after")
+    def _pruner_fits_objectives(self) -> SearchSection:
+        if len(self.objectives) > 1 and self.pruner not in ("successive-halving", "none"):
+            raise ValueError(
+                f"pruner={self.pruner!r} cannot stop multi-objective trials (Optuna prunes single objectives only); "
+                "use 'successive-halving' (rung-based early stopping on val_loss) or 'none'"
+            )
+        return self
 
 
 class ResourcesSection(_Section):
@@ -142,9 +178,18 @@ class StudyConfig(_Section):
             )
         for text in self.space.references:
             try:
-                validate(Schedule.parse(text), cfg)
-            except ScheduleError as e:
+                validate(parse_reference(text, cfg.n_layer, allowed, self.baseline.heads[0]).schedule, cfg)
+            except (ScheduleError, ValueError) as e:
                 raise ValueError(f"space.references {text!r}: {e}") from None
+        try:
+            family = make_family(self.space.family, cfg.n_layer, allowed, self.space.late_zone)
+        except ValueError as e:
+            raise ValueError(f"space.family={self.space.family!r}: {e}") from None
+        if self.search.sampler == "grid" and family.size() > GRID_LIMIT:
+            raise ValueError(
+                f"search.sampler='grid' cannot enumerate the {family.size():,} schedules of the {family.name!r} space "
+                f"(limit {GRID_LIMIT:,}); use sampler 'tpe' or a smaller space"
+            )
         return self
 
     @property

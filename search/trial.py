@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from prism import EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus
+from prism import Corpus, EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus
 
 
 class CorpusMismatch(RuntimeError):
@@ -31,6 +32,28 @@ class TrialSpec:
     val_fraction: float
     corpus_fingerprint: str
     threads: int = 1
+    baseline: str | None = None  # uniform schedule whose tokens/s the trial's is compared with (None: skip)
+    probe_steps: int = 8
+
+
+def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
+    """(tokens/s of spec.schedule / tokens/s of spec.baseline, baseline tokens/s), timed in this process.
+
+    Both schedules train from fresh weights on the same batches, one step each in turn, `probe_steps` steps;
+    each schedule's speed is its fastest step (the first, which pays one-off set-up, excluded): under other
+    load on the machine the fastest step is the one least disturbed, and alternating exposes both to the same load.
+    """
+    cfg = replace(spec.train, steps=spec.probe_steps + 1, warmup_steps=0, eval_every=1, eval_batches=1)
+    trainers = {text: Trainer(spec.model, Schedule.parse(text), cfg, corpus) for text in (spec.schedule, spec.baseline)}
+    fastest = dict.fromkeys(trainers, math.inf)
+    for step in range(cfg.steps):
+        for text, trainer in trainers.items():
+            before = trainer.train_time
+            trainer.run_to_next_eval()
+            if step:
+                fastest[text] = min(fastest[text], trainer.train_time - before)
+    tokens_per_step = cfg.batch_size * spec.model.block_size
+    return fastest[spec.baseline] / fastest[spec.schedule], tokens_per_step / fastest[spec.baseline]
 
 
 class TrialSession:
@@ -38,6 +61,8 @@ class TrialSession:
 
     def __init__(self) -> None:
         self.trainer: Trainer | None = None
+        self.spec: TrialSpec | None = None
+        self.corpus: Corpus | None = None
 
     def start(self, spec: TrialSpec) -> dict:
         """Build the model and data for `spec`; returns where it runs. No training yet."""
@@ -49,6 +74,7 @@ class TrialSession:
                 f"the study was created with {spec.corpus_fingerprint}; use the same corpus files everywhere"
             )
         self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
+        self.spec, self.corpus = spec, corpus
         return {"host": socket.gethostname(), "pid": os.getpid(), "device": str(self.trainer.device)}
 
     def advance(self) -> EvalPoint | TrainResult:
@@ -62,13 +88,17 @@ class TrialSession:
         """End the trial now (finished or pruned) and free its model."""
         assert self.trainer is not None, "start() a trial first"
         result, self.trainer = self.trainer.result(), None
+        if self.spec.baseline is not None:
+            ratio, uniform = throughput_ratio(self.spec, self.corpus)
+            result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
         return result
 
 
 def result_attrs(result: TrainResult) -> dict:
     """How a result is stored on its Optuna trial (user attrs): the same for every path that stores one."""
     keys = ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens")
-    return {k: getattr(result, k) for k in keys} | {"curve": [[p.tokens, p.val_loss] for p in result.curve]}
+    curve = [[p.tokens, p.val_loss] for p in result.curve]
+    return {k: getattr(result, k) for k in keys} | {"curve": curve} | dict(result.extra)
 
 
 def run_trial(spec: TrialSpec, should_stop=lambda point: False) -> TrainResult:
