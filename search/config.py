@@ -83,6 +83,8 @@ class TrainSection(_Section):
     grad_clip: float = Field(1.0, gt=0)
     eval_every: int = Field(100, gt=0)
     eval_batches: int = Field(8, gt=0)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    compile: bool = False
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> TrainSection:
