@@ -19,6 +19,7 @@ import ray
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
+from search.checkpoints import keep_checkpoints, record_checkpoint, trial_checkpoint_dir
 from search.config import PrismSearchError, StudyConfig
 from search.progress import Progress
 from search.study import FINISHED, enqueue, family_for, stored_config
@@ -100,6 +101,8 @@ class Driver:
             model=self.config.model_config_, train=self.config.train.to_train_config(seed, device),
             corpus=self.config.data.corpus, val_fraction=self.config.data.val_fraction,
             corpus_fingerprint=self.fingerprint, threads=self.config.resources.cpus_per_trial,
+            corpus_options=self.config.data.corpus_options(), keep_checkpoints=self.config.keep_checkpoints,
+            checkpoint_dir=trial_checkpoint_dir(self.config, trial.number),
         )
 
     # -- the loop ----------------------------------------------------------------------------------------
@@ -158,6 +161,7 @@ class Driver:
         for key in ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens"):
             t.set_user_attr(key, getattr(result, key))
         t.set_user_attr("curve", [[p.tokens, p.val_loss] for p in result.curve])
+        record_checkpoint(t, result)
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         self._record(job, result)
@@ -168,6 +172,7 @@ class Driver:
         else:
             self.study.tell(job.trial, result.final_val_loss)
             state, value = "COMPLETE", result.final_val_loss
+        keep_checkpoints(self.study, self.config)
         if self.progress:
             self.progress.finished(job.trial.number, state, value)
 

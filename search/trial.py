@@ -3,17 +3,21 @@
 `TrialSession` runs one trial an evaluation interval at a time. The search driver wraps it in a Ray actor
 (local or on a cluster) and decides between intervals whether to prune; tests and in-process callers use
 `run_trial`. Specs and results are plain picklable values, and a session never touches the database.
+
+Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
+keep_checkpoints="all") and names the directory in `TrainResult.extra["checkpoint"]`; deciding which ones
+to keep for "best" is the driver's job, since only it knows the study's best trial.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from prism import EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus
+from prism import EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
 
 
 class CorpusMismatch(RuntimeError):
@@ -31,6 +35,9 @@ class TrialSpec:
     val_fraction: float
     corpus_fingerprint: str
     threads: int = 1
+    corpus_options: dict = field(default_factory=dict)  # load_corpus keywords: tokenizer, vocab_size, token_dtype
+    checkpoint_dir: str | None = None  # where this trial's model goes; None: keep nothing
+    keep_checkpoints: str = "none"  # best | all | none: "all" also saves pruned trials
 
 
 class TrialSession:
@@ -38,30 +45,41 @@ class TrialSession:
 
     def __init__(self) -> None:
         self.trainer: Trainer | None = None
+        self.spec: TrialSpec | None = None
 
     def start(self, spec: TrialSpec) -> dict:
         """Build the model and data for `spec`; returns where it runs. No training yet."""
         torch.set_num_threads(spec.threads)  # Ray's OMP_NUM_THREADS alone leaves torch on one thread
-        corpus = load_corpus(spec.corpus, spec.val_fraction)
+        corpus = load_corpus(spec.corpus, spec.val_fraction, **spec.corpus_options)
         if corpus.fingerprint != spec.corpus_fingerprint:
             raise CorpusMismatch(
                 f"corpus {spec.corpus!r} on {socket.gethostname()} has fingerprint {corpus.fingerprint}, "
                 f"the study was created with {spec.corpus_fingerprint}; use the same corpus files everywhere"
             )
         self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
+        self.spec = spec
         return {"host": socket.gethostname(), "pid": os.getpid(), "device": str(self.trainer.device)}
 
     def advance(self) -> EvalPoint | TrainResult:
         """Train to the next evaluation; the final result once the budget is spent."""
         assert self.trainer is not None, "start() a trial first"
         if self.trainer.done:
-            return self.stop()
+            return self._end(save=self.spec.keep_checkpoints != "none")
         return self.trainer.run_to_next_eval()
 
     def stop(self) -> TrainResult:
-        """End the trial now (finished or pruned) and free its model."""
+        """End the trial now (pruned, or finished after its last evaluation) and free its model."""
         assert self.trainer is not None, "start() a trial first"
-        result, self.trainer = self.trainer.result(), None
+        return self._end(save=self.spec.keep_checkpoints == "all" or self.trainer.done and self.spec.keep_checkpoints != "none")
+
+    def _end(self, save: bool) -> TrainResult:
+        result, trainer, spec = self.trainer.result(), self.trainer, self.spec
+        self.trainer = None
+        if save and spec.checkpoint_dir:
+            path = save_checkpoint(trainer.model, spec.checkpoint_dir, study=spec.study, trial=spec.number,
+                                   corpus=spec.corpus, corpus_fingerprint=spec.corpus_fingerprint,
+                                   train=trainer.cfg.__dict__, result=result.to_dict())
+            result.extra["checkpoint"] = str(path)
         return result
 
 
