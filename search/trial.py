@@ -76,9 +76,10 @@ class TrialSession:
         result, trainer, spec = self.trainer.result(), self.trainer, self.spec
         self.trainer = None
         if save and spec.checkpoint_dir:
-            path = save_checkpoint(trainer.model, spec.checkpoint_dir, study=spec.study, trial=spec.number,
-                                   corpus=spec.corpus, corpus_fingerprint=spec.corpus_fingerprint,
-                                   train=trainer.cfg.__dict__, result=result.to_dict())
+            data = {"name": spec.corpus, "val_fraction": spec.val_fraction, **spec.corpus_options}
+            path = save_checkpoint(trainer.model, spec.checkpoint_dir, study=spec.study, trial=spec.number, data=data,
+                                   corpus_fingerprint=spec.corpus_fingerprint, train=trainer.cfg.__dict__,
+                                   result=result.to_dict())
             result.extra["checkpoint"] = str(path)
         return result
 

@@ -55,7 +55,7 @@ def test_study_keeps_only_the_best_checkpoint_and_trains_on_a_user_corpus(ray_lo
     trial = study.trials[best]
     model, meta = load_checkpoint(trial.user_attrs["checkpoint"])
     assert trial.state == TrialState.COMPLETE and meta["result"]["final_val_loss"] == trial.value
-    assert meta["corpus"] == str(text) and str(model.schedule) == trial.user_attrs["schedule"]
+    assert meta["data"]["name"] == str(text) and str(model.schedule) == trial.user_attrs["schedule"]
 
 
 def test_study_config_corpus_errors_are_one_line(tmp_path):
