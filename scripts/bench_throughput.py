@@ -4,7 +4,8 @@ Every schedule trains through the real `prism.Trainer` step (same data stream, o
 the same seed. Rounds interleave the schedules (rotating the order each round) so machine load hits all of them
 alike; each round's tokens/s is divided by the uniform model's in that same round, and the table reports the
 median ratio with its min..max spread over rounds. Peak memory: CUDA's max_memory_allocated per schedule; on
-CPU the peak RSS of a child process that builds the schedule's trainer and runs a few steps.
+CPU the growth of peak RSS in a child process from "torch imported, corpus loaded" to "trainer built and a
+few steps run" (model, optimizer state, activations, allocator slack).
 
     python scripts/bench_throughput.py                      # CPU, fp32 (CUDA + bf16 autocast when present)
     python scripts/bench_throughput.py --d-model 768 --n-layer 12 --block-size 1024 --device cuda
@@ -82,9 +83,11 @@ def _timed(trainer: Trainer, steps: int) -> float:
 def _cpu_peak_rss(cfg: ModelConfig, schedule: Schedule, tcfg: TrainConfig, steps: int, threads: int | None, q) -> None:
     if threads:
         torch.set_num_threads(threads)
+    load_corpus()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     trainer = _trainer(cfg, schedule, tcfg)
     _timed(trainer, steps)
-    q.put(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # KiB -> MiB
+    q.put((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)  # KiB -> MiB, above the corpus
 
 
 def _peak_memory_mib(cfg, schedule, tcfg, args) -> float:
