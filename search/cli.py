@@ -260,6 +260,54 @@ def export(
     print(render(_stored(name, storage), fmt), end="")
 
 
+@app.command()
+def train(
+    schedule: str = typer.Argument(..., help="head schedule HEADSxLAYERS, e.g. 1x2,2x2; or 'uniform' (the config's baseline)"),
+    config: Optional[str] = typer.Option(None, "--config", help="study TOML whose [model], [train], [data] to use (default: built-in defaults)"),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="bytes | bpe"),
+    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="BPE size, or the declared vocab of token files"),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="training steps"),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    save: Optional[str] = typer.Option(None, "--save", help="write the checkpoint to this directory"),
+    analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
+    as_json: bool = typer.Option(False, "--json", help="print the result record as JSON"),
+) -> None:
+    """Train one model with one schedule and print its result record."""
+    from prism.analysis import format_profile
+    from search.single import resolve, train_single
+
+    overrides = {"data.corpus": corpus, "data.tokenizer": tokenizer, "data.vocab_size": vocab_size,
+                 "train.steps": steps, "seed": seed}
+    cfg, parsed = resolve(config, schedule, overrides)
+    run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
+    if as_json:
+        print(json.dumps(run.result.to_dict(), indent=2))
+    else:
+        r = run.result
+        table = Table(title=f"train {r.schedule}", show_header=False)
+        for label, value in (("final val loss", f"{r.final_val_loss:.4f}"), ("steps", r.steps), ("tokens", r.tokens),
+                             ("tokens/s", f"{r.tokens_per_s:,.0f}"), ("params", f"{r.n_params:,}"),
+                             ("FLOPs/token", f"{r.flops_per_token:,}"), ("wall time", f"{r.wall_time_s:.1f} s"),
+                             ("checkpoint", r.extra.get("checkpoint", "-"))):
+            table.add_row(label, str(value))
+        console.print(table)
+    if run.profile is not None:
+        print(format_profile(run.profile))
+
+
+@app.command()
+def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's)")) -> None:
+    """Per-layer metrics table of a saved model on its corpus's validation text."""
+    from prism.analysis import format_profile
+    from search.single import analyze_checkpoint
+
+    meta, rows = analyze_checkpoint(path)
+    console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)
+    print(format_profile(rows))
+
+
 def main() -> None:
     try:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit raised inside a command

@@ -6,6 +6,7 @@ Every error becomes a `ConfigError` whose one-line message names the field and t
 
 from __future__ import annotations
 
+import glob
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -41,6 +42,10 @@ class ModelSection(_Section):
     dh_max: int = Field(256, gt=0)
     mlp_ratio: int = Field(4, gt=0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    positions: Literal["learned", "rope"] = "learned"
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    qk_norm: bool = False
 
     @field_validator("dh_min", "dh_max")
     @classmethod
@@ -91,6 +96,8 @@ class TrainSection(_Section):
     grad_clip: float = Field(1.0, gt=0)
     eval_every: int = Field(100, gt=0)
     eval_batches: int = Field(8, gt=0)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    compile: bool = False
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> TrainSection:
@@ -103,15 +110,26 @@ class TrainSection(_Section):
 
 
 class DataSection(_Section):
-    corpus: str = "shakespeare"
+    corpus: str = Field("shakespeare", description="built-in name, or a text file/folder/glob, .bin file, "
+                                                   "train.bin+val.bin folder or datasets save_to_disk folder")
     val_fraction: float = Field(0.1, gt=0, lt=0.5)
+    tokenizer: Literal["bytes", "bpe"] = "bytes"
+    vocab_size: int | None = Field(None, gt=0, description="BPE size (default 4096), or the declared vocab of token files")
+    token_dtype: Literal["uint16", "uint32"] = "uint16"
 
     @field_validator("corpus")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in BUILTIN_CORPORA:
-            raise ValueError(f"unknown corpus {v!r}; use one of {', '.join(BUILTIN_CORPORA)}")
-        return v
+        """Built-in names stay names; paths become absolute, because Ray workers run in another directory."""
+        if v in BUILTIN_CORPORA:
+            return v
+        if Path(v).exists() or (any(c in v for c in "*?[") and glob.glob(v, recursive=True)):
+            return str(Path(v).absolute())
+        raise ValueError(f"unknown corpus {v!r}: not a built-in ({', '.join(BUILTIN_CORPORA)}) nor an existing path or glob")
+
+    def corpus_options(self) -> dict:
+        """Keyword arguments of `prism.load_corpus` besides the corpus and val_fraction."""
+        return {"tokenizer": self.tokenizer, "vocab_size": self.vocab_size, "token_dtype": self.token_dtype}
 
 
 OBJECTIVES = {"val_loss": "minimize", "tokens_per_s": "maximize"}
@@ -160,12 +178,20 @@ class StudyConfig(_Section):
     seed: int = 0
     n_trials: int = Field(10, gt=0)
     storage: str = DEFAULT_STORAGE
+    keep_checkpoints: Literal["best", "all", "none"] = Field(
+        "none", description="trained models to keep: the best trial's, every trial's (pruned ones too), or none")
+    checkpoint_dir: str = Field("checkpoints", description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
     model: ModelSection = ModelSection()
     space: SpaceSection = SpaceSection()
     train: TrainSection = TrainSection()
     data: DataSection = DataSection()
     search: SearchSection = SearchSection()
     resources: ResourcesSection = ResourcesSection()
+
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        return str(Path(v).absolute())  # workers write there from their own working directory
 
     @model_validator(mode="after")
     def _schedules_fit(self) -> StudyConfig:

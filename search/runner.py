@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
 from search import cache, samplers
+from search.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.config import PrismSearchError, StudyConfig
 from search.constraints import apply_constraint
 from search.early_stopping import make_stopping
@@ -155,6 +156,8 @@ class Driver:
             corpus=self.config.data.corpus, val_fraction=self.config.data.val_fraction,
             corpus_fingerprint=self.fingerprint, threads=self.config.resources.cpus_per_trial,
             baseline=str(self.config.baseline), probe_steps=self.config.search.throughput_probe_steps,
+            corpus_options=self.config.data.corpus_options(), keep_checkpoints=self.config.keep_checkpoints,
+            checkpoint_dir=trial_checkpoint_dir(self.config, trial.number),
         )
 
     # -- the loop ----------------------------------------------------------------------------------------
@@ -245,6 +248,7 @@ class Driver:
                 f"database unreachable; the result of trial {job.trial.number} is kept in {path}. Bring the "
                 f"database back, then `prism-search resume {self.config.name}` stores it"
             ) from None
+        self._db(keep_checkpoints, self.study, self.config)
         if self.progress:
             self.progress.finished(job.trial.number, state.name, result.final_val_loss)
 

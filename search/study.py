@@ -17,10 +17,10 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from prism import Schedule, allowed_head_counts, load_corpus
+from prism import CorpusError, Schedule, allowed_head_counts, load_corpus
 from search import samplers
 from search.cache import DUPLICATE_ATTR
-from search.config import OBJECTIVES, PrismSearchError, StudyConfig
+from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig
 from search.constraints import is_feasible
 from search.early_stopping import budget_tokens
 from search.families import ScheduleFamily, make_family
@@ -73,7 +73,7 @@ def stored_config(study: optuna.Study) -> StudyConfig:
 
 def _comparable(config: StudyConfig) -> dict:
     """The parts of a config that must not change over a study's life (trial count, storage, workers may)."""
-    return config.model_dump(exclude={"n_trials", "storage", "resources"})
+    return config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir"})
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
@@ -125,7 +125,17 @@ def enqueue(study: optuna.Study, family: ScheduleFamily, schedule: Schedule, *, 
 
 
 def corpus_fingerprint(config: StudyConfig) -> str:
-    return load_corpus(config.data.corpus, config.data.val_fraction).fingerprint
+    """Load the corpus once up front, so a bad corpus fails here with one line, before Ray or the database."""
+    try:
+        corpus = load_corpus(config.data.corpus, config.data.val_fraction, **config.data.corpus_options())
+    except CorpusError as e:
+        raise ConfigError(f"data.corpus: {e}") from None
+    if corpus.vocab_size > config.model.vocab_size:
+        raise ConfigError(
+            f"model.vocab_size={config.model.vocab_size} is smaller than the corpus vocab {corpus.vocab_size}; "
+            f"set model.vocab_size = {corpus.vocab_size}"
+        )
+    return corpus.fingerprint
 
 
 @dataclass

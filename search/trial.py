@@ -3,6 +3,10 @@
 `TrialSession` runs one trial an evaluation interval at a time. The search driver wraps it in a Ray actor
 (local or on a cluster) and decides between intervals whether to prune; tests and in-process callers use
 `run_trial`. Specs and results are plain picklable values, and a session never touches the database.
+
+Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
+keep_checkpoints="all") and names the directory in `TrainResult.extra["checkpoint"]`; deciding which ones
+to keep for "best" is the driver's job, since only it knows the study's best trial.
 """
 
 from __future__ import annotations
@@ -10,11 +14,11 @@ from __future__ import annotations
 import math
 import os
 import socket
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from prism import Corpus, EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus
+from prism import Corpus, EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
 
 
 class CorpusMismatch(RuntimeError):
@@ -34,6 +38,9 @@ class TrialSpec:
     threads: int = 1
     baseline: str | None = None  # uniform schedule whose tokens/s the trial's is compared with (None: skip)
     probe_steps: int = 8
+    corpus_options: dict = field(default_factory=dict)  # load_corpus keywords: tokenizer, vocab_size, token_dtype
+    checkpoint_dir: str | None = None  # where this trial's model goes; None: keep nothing
+    keep_checkpoints: str = "none"  # best | all | none: "all" also saves pruned trials
 
 
 def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
@@ -67,7 +74,7 @@ class TrialSession:
     def start(self, spec: TrialSpec) -> dict:
         """Build the model and data for `spec`; returns where it runs. No training yet."""
         torch.set_num_threads(spec.threads)  # Ray's OMP_NUM_THREADS alone leaves torch on one thread
-        corpus = load_corpus(spec.corpus, spec.val_fraction)
+        corpus = load_corpus(spec.corpus, spec.val_fraction, **spec.corpus_options)
         if corpus.fingerprint != spec.corpus_fingerprint:
             raise CorpusMismatch(
                 f"corpus {spec.corpus!r} on {socket.gethostname()} has fingerprint {corpus.fingerprint}, "
@@ -81,15 +88,26 @@ class TrialSession:
         """Train to the next evaluation; the final result once the budget is spent."""
         assert self.trainer is not None, "start() a trial first"
         if self.trainer.done:
-            return self.stop()
+            return self._end(save=self.spec.keep_checkpoints != "none")
         return self.trainer.run_to_next_eval()
 
     def stop(self) -> TrainResult:
-        """End the trial now (finished or pruned) and free its model."""
+        """End the trial now (pruned, or finished after its last evaluation) and free its model."""
         assert self.trainer is not None, "start() a trial first"
-        result, self.trainer = self.trainer.result(), None
-        if self.spec.baseline is not None:
-            ratio, uniform = throughput_ratio(self.spec, self.corpus)
+        save = self.spec.keep_checkpoints == "all" or (self.trainer.done and self.spec.keep_checkpoints != "none")
+        return self._end(save)
+
+    def _end(self, save: bool) -> TrainResult:
+        result, trainer, spec = self.trainer.result(), self.trainer, self.spec
+        self.trainer = None
+        if save and spec.checkpoint_dir:
+            data = {"name": spec.corpus, "val_fraction": spec.val_fraction, **spec.corpus_options}
+            path = save_checkpoint(trainer.model, spec.checkpoint_dir, study=spec.study, trial=spec.number, data=data,
+                                   corpus_fingerprint=spec.corpus_fingerprint, train=trainer.cfg.__dict__,
+                                   result=result.to_dict())
+            result.extra["checkpoint"] = str(path)
+        if spec.baseline is not None:
+            ratio, uniform = throughput_ratio(spec, self.corpus)
             result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
         return result
 
