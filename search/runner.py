@@ -71,14 +71,17 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
 
 
 class Driver:
-    def __init__(self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None):
+    def __init__(
+        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
+        session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
+    ):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
         self.progress = progress
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
         res = config.resources
-        self._worker_cls = ray.remote(TrialSession).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
+        self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
 
