@@ -40,7 +40,7 @@ def main(address: str, url: str) -> None:
     import tomllib
 
     data = tomllib.loads((ROOT / "studies" / "tiny.toml").read_text())
-    config = parse_config(data | {"n_trials": 3, "storage": url, "resources": RESOURCES}, "probe")
+    config = parse_config(data | {"n_trials": 2, "storage": url, "resources": RESOURCES}, "probe")
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(url), fingerprint)
     connect_ray(address, num_cpus=0)
