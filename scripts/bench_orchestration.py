@@ -5,11 +5,12 @@ No trial trains anything: the worker answers at once with the shape of a real tr
 should_prune + tell + database writes, per trial. Both sides use the same study config, the same TPE sampler,
 the same storage factory (`search.storage.open_storage`) and the same synthetic learning curves.
 
-    .venv/bin/python scripts/bench_orchestration.py [--trials 40] [--tune-trials 16] [--workers 1 2 4]
+    pip install -e ".[bench]"   # Ray Tune
+    .venv/bin/python scripts/bench_orchestration.py [--trials 40] [--tune-trials 12] [--workers 1 2 4]
 
 Per trial = the steady-state interval between trial completions as the driver process sees them (the Driver's
-progress callback, Tune's `on_trial_complete`): (t_last - t_k) / (n - 1 - k), skipping the first k = 2 x workers
-completions, which wait for worker start-up (process spawn, torch import). Also printed: wall time / trials
+progress callback, Tune's `on_trial_complete`): (t_last - t_k) / (n - 1 - k), skipping the first k = workers
+completions (the first wave, which waits for worker start-up: process spawn, torch import). Also printed: wall time / trials
 including that start-up, the driver process's CPU seconds per trial, and the peak number of PostgreSQL
 connections to the study's database (`pg_stat_activity`), with one extra PostgreSQL run of 8 workers.
 """
@@ -129,7 +130,7 @@ def _peak_connections(url: str):
 
 
 def _steady(done: list[float], workers: int) -> float:
-    k = min(2 * workers, len(done) - 2)
+    k = min(workers, len(done) - 2)
     return (done[-1] - done[k]) / (len(done) - 1 - k)
 
 
@@ -151,7 +152,7 @@ def _tune_space(family, trial) -> dict:
     return {"schedule": str(family.suggest(trial))}
 
 
-def bench_tune(config, url: str, workers: int, n: int, tmp: Path) -> dict:
+def bench_tune(config, url: str, workers: int, n: int, tmp: Path, reuse_actors: bool) -> dict:
     from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
@@ -176,7 +177,7 @@ def bench_tune(config, url: str, workers: int, n: int, tmp: Path) -> dict:
     )
     tuner = tune.Tuner(
         objective,
-        tune_config=tune.TuneConfig(search_alg=search, num_samples=n, max_concurrent_trials=workers),
+        tune_config=tune.TuneConfig(search_alg=search, num_samples=n, max_concurrent_trials=workers, reuse_actors=reuse_actors),
         run_config=tune.RunConfig(storage_path=str(tmp / "tune"), verbose=0, callbacks=[clock]),
     )
     with _peak_connections(url) as peak:
@@ -191,9 +192,11 @@ def bench_tune(config, url: str, workers: int, n: int, tmp: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=40, help="trials per prism-search run")
-    parser.add_argument("--tune-trials", type=int, default=16, help="trials per Ray Tune run (~1.5 s each)")
+    parser.add_argument("--tune-trials", type=int, default=12, help="trials per Ray Tune run (seconds each)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--storages", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("--tune-reuse-actors", action="store_true",
+                        help="Tune keeps trial processes alive between trials, as the Driver does (default: Tune's own default, off)")
     args = parser.parse_args()
 
     config = load_config(ROOT / "studies" / "tiny.toml")
@@ -207,6 +210,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         runs = [(w, s) for w in args.workers for s in args.storages]
+        tune_name = "Ray Tune + OptunaSearch" + (" (reuse_actors)" if args.tune_reuse_actors else "")
         if "postgresql" in args.storages:
             runs.append((8, "postgresql"))
         for workers, kind in runs:  # interleaved: both systems see the same machine load
@@ -215,7 +219,8 @@ def main() -> None:
             print(_fmt(*rows[-1]), flush=True)
             if workers in args.workers:
                 with _storage_url(kind, tmp) as url:
-                    rows.append(("Ray Tune + OptunaSearch", kind, workers, bench_tune(config, url, workers, args.tune_trials, tmp)))
+                    result = bench_tune(config, url, workers, args.tune_trials, tmp, args.tune_reuse_actors)
+                    rows.append((tune_name, kind, workers, result))
                 print(_fmt(*rows[-1]), flush=True)
     load = os.getloadavg()
     print(f"load average after: {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}")
@@ -228,7 +233,7 @@ def main() -> None:
 
 
 def _fmt(system: str, kind: str, workers: int, r: dict) -> str:
-    return (f"{system:24s} {kind:10s} workers={workers}: {r['per_trial']:.3f} s/trial steady, "
+    return (f"{system:40s} {kind:10s} workers={workers}: {r['per_trial']:.3f} s/trial steady, "
             f"{r['wall_per_trial']:.3f} s/trial wall, {r['cpu_per_trial']:.3f} driver CPU s/trial, "
             f"peak connections {r['connections']}")
 
