@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from search.cluster import check_cluster
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.storage import creation_lock, mask_url, open_storage
 
@@ -25,7 +26,9 @@ err = Console(stderr=True)
 StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
 NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total finished trials the study should reach")
-AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray)")
+AddressOpt = typer.Option(
+    None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage"
+)
 
 
 def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
@@ -35,6 +38,7 @@ def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
     from search.undelivered import deliver_undelivered
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
 
+    check_cluster(address, config.storage)
     fingerprint = corpus_fingerprint(config)
     with creation_lock(config.storage):
         storage = open_storage(config.storage)
@@ -132,6 +136,7 @@ def resume(
     from search.study import load_study, stored_config
 
     url = storage or DEFAULT_STORAGE
+    check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
     config = stored_config(load_study(name, open_storage(url)))
     _execute(_with_overrides(config, url, n_trials, workers), address, resume=True)
 

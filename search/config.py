@@ -169,8 +169,15 @@ class SearchSection(_Section):
 class ResourcesSection(_Section):
     workers: int = Field(2, gt=0)
     cpus_per_trial: int = Field(1, gt=0)
-    gpus_per_trial: float = Field(0.0, ge=0)
+    gpus_per_trial: float = Field(0.0, ge=0, description="a fraction (0.25: four trials share a GPU) or whole GPUs")
     max_retries: int = Field(2, ge=0, description="re-runs of a trial whose worker died (pre-emption, OOM kill)")
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _ray_gpu_quantity(cls, v: float) -> float:
+        if v > 1 and not v.is_integer():  # Ray itself only refuses this when the first worker starts
+            raise ValueError(f"{v} GPUs: Ray allows a fraction of one GPU or whole GPUs; use {int(v)} or {int(v) + 1}")
+        return v
 
 
 class StudyConfig(_Section):

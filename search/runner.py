@@ -95,8 +95,10 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
 
 
 class Driver:
-    def __init__(self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
-                 session_cls: type = TrialSession):
+    def __init__(
+        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
+        session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
+    ):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
         self.stopping = make_stopping(study, config)

@@ -23,6 +23,7 @@ def test_tiny_config_loads_with_defaults(tiny_config):
         ({"name": "x", "model": {"d_model": 100}}, "no power-of-two head dim .* divides d_model=100"),
         ({"name": "x", "data": {"corpus": "wiki"}}, "data.corpus: unknown corpus 'wiki'"),
         ({}, "name: required field is missing"),
+        ({"name": "x", "resources": {"gpus_per_trial": 1.5}}, "resources.gpus_per_trial: 1.5 GPUs: .*use 1 or 2"),
     ],
 )
 def test_bad_config_gives_one_line_error_naming_the_field(data, message):
