@@ -156,9 +156,14 @@ def study_view(study: optuna.Study) -> StudyView:
     names = study.metric_names or ["val_loss"]
     try:
         config = stored_config(study)
-        summary = summarize(study)
     except PrismSearchError:
-        config, summary = None, None
+        config = None
+    summary = None
+    if config is not None:
+        try:
+            summary = summarize(study)
+        except RuntimeError:  # a multi-objective study on a `summarize` that reads the single `value`: no summary
+            summary = None
     return StudyView(
         name=study.study_name,
         rows=[to_row(t, names) for t in trials],
