@@ -48,7 +48,7 @@ def _layout(fig: Figure, title: str, x: str, y: str, **kw) -> Figure:
         legend=dict(orientation="h", y=-0.3), paper_bgcolor="white", plot_bgcolor="white", **kw,
     )
     for axis, text in (("xaxis", x), ("yaxis", y)):
-        fig["layout"].setdefault(axis, {}).update(title=dict(text=text), gridcolor="#eaeaea", zerolinecolor="#cccccc")
+        fig["layout"].setdefault(axis, {}).update(title=dict(text=text), gridcolor="#eaeaea", zerolinecolor="#cccccc", automargin=True)
     return fig
 
 
@@ -199,7 +199,7 @@ def timeline(view: StudyView) -> Figure | None:
             marker=dict(size=3, color=colour), customdata=ids, text=text, hoverinfo="text", connectgaps=False,
         ))
     fig.update_yaxes(categoryorder="array", categoryarray=workers)
-    return _layout(fig, "Worker timeline", "time (UTC)", "worker", height=max(300, 120 + 40 * len(workers)))
+    return _layout(fig, "Worker timeline", "time", "worker", height=max(300, 120 + 40 * len(workers)))
 
 
 def study_figures(view: StudyView) -> list[tuple[str, Figure | None, str]]:
