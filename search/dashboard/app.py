@@ -55,6 +55,7 @@ class Dashboard:
         self.masked = mask_url(storage_url)
         self._storage: optuna.storages.BaseStorage | None = None
         self._lock = threading.Lock()
+        self._rows: dict = {}  # finished trials' rows, see study_view
 
     # -- data --------------------------------------------------------------------------------------------
     def storage(self) -> optuna.storages.BaseStorage:
@@ -71,7 +72,15 @@ class Dashboard:
             study = optuna.load_study(study_name=name, storage=self.storage())
         except KeyError:
             raise _NotFound(f"no study named {name!r} in {self.masked}") from None
-        return study_view(study)
+        return study_view(study, self._rows)
+
+    def warm_up(self) -> None:
+        """Read every study once (at start, in the background) so the first page view is not the slow one."""
+        try:
+            for name in self.study_names():
+                self.view(name)
+        except Exception as e:  # the first request will show the same problem as a page
+            log.warning("warm-up of %s failed: %s", self.masked, mask_url(str(e).splitlines()[0] if str(e) else repr(e)))
 
     # -- WSGI --------------------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -147,16 +156,18 @@ def bind_warning(host: str) -> str | None:
             "study in the storage (there is no login); bind 127.0.0.1 and use an SSH tunnel for remote viewing")
 
 
-def make_server_for(storage_url: str, host: str = "127.0.0.1", port: int = 8080) -> WSGIServer:
+def make_server_for(storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Dashboard | None = None) -> WSGIServer:
     """A threaded WSGI server for the dashboard (port 0 picks a free port: see `server.server_port`)."""
     try:
-        return make_server(host, port, Dashboard(storage_url), server_class=_ThreadingServer, handler_class=_QuietHandler)
+        app = app or Dashboard(storage_url)
+        return make_server(host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler)
     except OSError as e:
         raise DashboardError(f"cannot listen on {host}:{port} ({e.strerror}); pass another --port or --host") from None
 
 
 def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080, out=sys.stderr) -> None:
     server = make_server_for(storage_url, host, port)
+    threading.Thread(target=server.get_app().warm_up, daemon=True).start()
     warning = bind_warning(host)
     if warning:
         print(warning, file=out)

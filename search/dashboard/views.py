@@ -15,6 +15,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -151,9 +152,20 @@ def to_row(t: FrozenTrial, metric_names: list[str]) -> TrialRow:
     )
 
 
-def study_view(study: optuna.Study) -> StudyView:
+def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
+    """`row_cache` (kept by a long-lived caller) reuses the rows of finished trials, which never change: with
+    Optuna's cached storage the same FrozenTrial object comes back on every refresh."""
     trials = study.get_trials(deepcopy=False)
     names = study.metric_names or ["val_loss"]
+    rows = []
+    for t in trials:
+        hit = row_cache.get((study.study_name, t._trial_id)) if row_cache is not None else None
+        if hit is not None and hit[0] is t:
+            rows.append(hit[1])
+            continue
+        rows.append(to_row(t, names))
+        if row_cache is not None and t.state.is_finished():
+            row_cache[(study.study_name, t._trial_id)] = (t, rows[-1])
     try:
         config = stored_config(study)
     except PrismSearchError:
@@ -166,7 +178,7 @@ def study_view(study: optuna.Study) -> StudyView:
             summary = None
     return StudyView(
         name=study.study_name,
-        rows=[to_row(t, names) for t in trials],
+        rows=rows,
         config=config,
         summary=summary,
         metric_names=names,
@@ -201,21 +213,25 @@ def layer_importance(rows: list[TrialRow]) -> dict[int, float] | None:
     """
     done = [r for r in rows if r.state == "COMPLETE" and r.val_loss is not None and r.heads]
     n_layer = max((len(r.heads) for r in done), default=0)
-    done = [r for r in done if len(r.heads) == n_layer]
-    if len(done) < MIN_TRIALS_FOR_IMPORTANCE or n_layer == 0:
+    return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads), r.val_loss) for r in done if len(r.heads) == n_layer))
+
+
+@lru_cache(maxsize=32)
+def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, float] | None:
+    """Cached on the completed trials themselves: a page refresh recomputes only after a trial completes."""
+    if len(points) < MIN_TRIALS_FOR_IMPORTANCE:
         return None
-    logs = [[int(math.log2(h)) for h in r.heads] for r in done]
-    low, high = min(min(x) for x in logs), max(max(x) for x in logs)
+    low, high = min(min(x) for x, _ in points), max(max(x) for x, _ in points)
     if low == high:
         return None  # every layer of every trial has the same count: nothing varies, nothing to explain
     dist = optuna.distributions.IntDistribution(low, high)
-    names = [f"layer_{i:02d}" for i in range(n_layer)]
+    names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
     scratch = optuna.create_study(direction="minimize")
     scratch.add_trials([
-        optuna.trial.create_trial(params=dict(zip(names, x)), distributions={n: dist for n in names}, value=r.val_loss)
-        for r, x in zip(done, logs)
+        optuna.trial.create_trial(params=dict(zip(names, x)), distributions={n: dist for n in names}, value=loss)
+        for x, loss in points
     ])
-    evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(done)))
+    evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "too few trials" style warnings: the caller shows a note instead
         importances = optuna.importance.get_param_importances(scratch, evaluator=evaluator)
