@@ -120,3 +120,32 @@ def test_binding_beyond_localhost_warns_and_a_busy_port_is_a_clear_error(dash_ur
             make_server_for(dash_url, "127.0.0.1", server.server_port)
     finally:
         server.server_close()
+
+
+@pytest.fixture
+def postgres_url():
+    """A fresh PostgreSQL database for one test, dropped afterwards (the server at 127.0.0.1:5432, trust auth)."""
+    import uuid
+
+    import psycopg
+
+    name = f"prism_dash_{uuid.uuid4().hex[:12]}"
+    admin = "postgresql://postgres@127.0.0.1:5432/test"
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as e:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable ({e})")
+    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_dashboard_reads_a_postgresql_study(postgres_url):
+    synthetic_study(quickstart("pg"), postgres_url, 12, failed=1, audit=True)
+    app = Dashboard(postgres_url)
+    status, html = get(app, "/")
+    assert status == "200 OK" and 'href="/study/pg"' in html and postgres_url.rsplit("/", 1)[1] in html
+    status, html = get(app, "/study/pg")
+    assert status == "200 OK" and {"history", "pareto", "heatmap", "curves", "timeline"} <= figure_ids(html)
+    assert get(app, "/study/pg/trial/2")[0] == "200 OK"
