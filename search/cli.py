@@ -313,6 +313,43 @@ def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-se
     print(format_profile(rows))
 
 
+@app.command()
+def dashboard(
+    storage: Optional[str] = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    host: str = typer.Option("127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"),
+    port: int = typer.Option(8080, "--port", min=0, max=65535),
+    stock: bool = typer.Option(False, "--optuna", help="serve the stock optuna-dashboard on the same storage instead"),
+) -> None:
+    """Serve a live, read-only web dashboard of the studies in a storage."""
+    from search.dashboard import bind_warning, open_readonly, serve
+
+    url = storage or DEFAULT_STORAGE
+    if not stock:
+        serve(url, host, port)
+        return
+    try:
+        import optuna_dashboard
+    except ImportError:
+        raise PrismSearchError("--optuna needs optuna-dashboard; pip install 'prism-search[dashboard]'") from None
+    if warning := bind_warning(host):
+        err.print(warning, highlight=False, soft_wrap=True)
+    err.print(f"optuna-dashboard on http://{host}:{port}/ reading {mask_url(url)} (Ctrl-C stops)", highlight=False)
+    optuna_dashboard.run_server(open_readonly(url), host=host, port=port)
+
+
+@app.command()
+def report(
+    name: str = typer.Argument(..., help="study name"),
+    output: str = typer.Option("report.html", "-o", "--output", help="HTML file to write"),
+    storage: Optional[str] = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+) -> None:
+    """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
+    from search.dashboard import write_report
+
+    path = write_report(storage or DEFAULT_STORAGE, name, output)
+    console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
+
+
 def main() -> None:
     try:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit raised inside a command
