@@ -170,12 +170,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
         config = stored_config(study)
     except PrismSearchError:
         config = None
-    summary = None
-    if config is not None:
-        try:
-            summary = summarize(study)
-        except RuntimeError:  # a multi-objective study on a `summarize` that reads the single `value`: no summary
-            summary = None
+    summary = summarize(study) if config is not None else None
     return StudyView(
         name=study.study_name,
         rows=rows,

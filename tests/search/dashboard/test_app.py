@@ -31,7 +31,7 @@ def test_studies_list_links_every_study_with_its_summary(dash_url):
         assert f'href="/study/{name}"' in html
     assert "gap to uniform" in html and "σ" in html  # prism study: gap with its seed noise
     assert "plain Optuna study" in html and 'class="badge running"' in html
-    assert "val_loss × tokens_per_s: no single-objective summary" in html  # the two-objective study
+    assert 'href="/study/pareto/trial/' in html  # the two-objective study: its best val_loss trial, linked
 
 
 def test_study_page_has_every_figure_and_links_to_trials(dash_url):
