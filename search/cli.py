@@ -211,17 +211,18 @@ def confirm(
     from search.confirm import run_confirmation, top_schedules
     from search.progress import Progress
     from search.runner import connect_ray
-    from search.study import ATTR_FINGERPRINT, corpus_fingerprint, stored_config
+    from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, stored_config
 
     study = _stored(name, storage)
     config = stored_config(study)
-    top_schedules(study, top)  # fails fast when there is nothing to confirm
+    planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
     fingerprint = corpus_fingerprint(config)
     if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
         raise PrismSearchError(f"study {name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
     n_workers = workers or config.resources.workers
     connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
-    progress = Progress(name, 0, console=console)
+    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    progress = Progress(name, done + planned, done, console=console)
     try:
         rows = run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
     finally:

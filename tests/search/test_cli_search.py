@@ -30,7 +30,7 @@ def test_schedules_prints_the_space_size_and_lists_every_schedule(study_toml):
 
 @pytest.mark.e2e
 def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
-    config = tiny_config.model_copy(update={"n_trials": 4})
+    config = tiny_config.model_copy(update={"n_trials": 3, "train": tiny_config.train.model_copy(update={"steps": 20})})
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
     Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
@@ -44,7 +44,7 @@ def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
 
     rows = list(csv.DictReader(io.StringIO(runner.invoke(app, ["export", "tiny", *url, "--format", "csv"]).stdout)))
     as_json = json.loads(runner.invoke(app, ["export", "tiny", *url, "--format", "json"]).stdout)
-    assert len(rows) == len(as_json) == 4
+    assert len(rows) == len(as_json) == 3
     for row in rows:  # one column per layer's head count, agreeing with the schedule
         assert [int(row[f"layer_{i:02d}"]) for i in range(3)] == [int(h) for h in _heads(row["schedule"])]
 

@@ -10,9 +10,12 @@ CFG = ModelConfig(n_layer=6, d_model=256, dh_min=32, dh_max=256)
 COUNTS = allowed_head_counts(CFG)
 
 
-def test_ramp_space_size_is_stars_and_bars():
-    family = RampFamily(CFG.n_layer, COUNTS)
-    assert family.size() == math.comb(CFG.n_layer + len(COUNTS) - 1, len(COUNTS) - 1)
+@pytest.mark.parametrize("n_layer, k", [(6, 4), (3, 3), (12, 3), (5, 1)])
+def test_ramp_space_size_is_stars_and_bars(n_layer, k):
+    family = RampFamily(n_layer, [2**i for i in range(k)])
+    members = set(family.enumerate())  # counted, not computed: size() is the formula itself
+    assert len(members) == family.size() == math.comb(n_layer + k - 1, k - 1)
+    assert all(s.is_monotone for s in members)
 
 
 def test_every_sampled_ramp_schedule_is_valid_and_monotone():
