@@ -94,7 +94,6 @@ class Dashboard:
             hint = f'<a href="{root}">all studies</a>'
             status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
         except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:
-            self._storage = None if isinstance(e, StorageError) else self._storage
             message = mask_url(str(e).splitlines()[0]) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
             status = "503 Service Unavailable"
