@@ -76,12 +76,12 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
     family = family_for(stored_config(study))
     requeued = []
     for trial_id in storage._get_stale_trial_ids(study._study_id):
-        try:
+        try:  # the reason first: a finished trial's attrs can no longer be written
+            storage.set_trial_user_attr(trial_id, "error", "driver lost (heartbeat went stale)")
             if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
-        storage.set_trial_user_attr(trial_id, "error", "driver lost (heartbeat went stale)")
         trial = storage.get_trial(trial_id)
         _requeue(study, family, trial, attempt=trial.user_attrs.get("attempt", 0))
         requeued.append(trial.number)

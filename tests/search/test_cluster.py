@@ -178,8 +178,9 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     assert proc.returncode == 0, "".join(lines)
     finished, workers = _finished_and_workers(pg_url)
     assert len(finished) == 8 and "gap to uniform" in "".join(lines)
-    # 8 long-lived workers of 1 CPU each cannot fit on one 4-CPU node: the study ran on both raylets
-    assert len({w["pid"] for w in workers}) == 8 > NODE_CPUS
+    # more than 4 long-lived workers of 1 CPU each cannot fit on one 4-CPU node: the study ran on both raylets
+    # (trials served from the duplicate cache train on no worker, so fewer than 8 may have one)
+    assert len({w["pid"] for w in workers}) > NODE_CPUS
     assert peak_running == 8
     # only the driver talks to the database, through a pool of 2 (+2 overflow): not 15 per worker
     assert 1 <= peak_connections[0] <= 4, peak_connections
