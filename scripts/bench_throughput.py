@@ -4,8 +4,11 @@ Every schedule trains through the real `prism.Trainer` step (same data stream, o
 the same seed. Rounds interleave the schedules (rotating the order each round) so machine load hits all of them
 alike; each round's tokens/s is divided by the uniform model's in that same round, and the table reports the
 median ratio with its min..max spread over rounds. Peak memory: CUDA's max_memory_allocated per schedule; on
-CPU the growth of peak RSS in a child process from "torch imported, corpus loaded" to "trainer built and a
-few steps run" (model, optimizer state, activations, allocator slack).
+CPU the growth of resident memory in a child process from "torch imported" to "trainer built and a few steps
+run" (model, optimizer state, gradients and what the allocator keeps; not a true activation peak).
+
+`--kernel` also times fused attention alone (SDPA forward + backward at the same B, T, d_model) for every
+allowed head dim, which tells whether a schedule's throughput gap comes from the attention kernel.
 
     python scripts/bench_throughput.py                      # CPU, fp32 (CUDA + bf16 autocast when present)
     python scripts/bench_throughput.py --d-model 768 --n-layer 12 --block-size 1024 --device cuda
@@ -17,15 +20,15 @@ import argparse
 import multiprocessing as mp
 import os
 import platform
-import resource
 import shlex
 import statistics
 import sys
 import time
 
+import numpy as np
 import torch
 
-from prism import ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, validate
+from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, validate
 from prism.train import _autocast_dtype
 
 
@@ -47,6 +50,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--compile", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-schedule CPU memory probes")
+    p.add_argument("--kernel", action="store_true", help="also time SDPA alone per head dim")
     return p.parse_args()
 
 
@@ -83,11 +87,17 @@ def _timed(trainer: Trainer, steps: int) -> float:
 def _cpu_peak_rss(cfg: ModelConfig, schedule: Schedule, tcfg: TrainConfig, steps: int, threads: int | None, q) -> None:
     if threads:
         torch.set_num_threads(threads)
-    load_corpus()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    trainer = _trainer(cfg, schedule, tcfg)
+    corpus = Corpus("probe", np.random.default_rng(0).integers(0, 256, 200_000, dtype=np.uint8), 256)
+    before = _rss_mib()
+    trainer = Trainer(cfg, schedule, tcfg, corpus)
     _timed(trainer, steps)
-    q.put((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)  # KiB -> MiB, above the corpus
+    q.put(_rss_mib() - before)
+
+
+def _rss_mib() -> float:
+    """Resident memory now. Not the high-water mark: importing torch sets that above any small model's peak."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _peak_memory_mib(cfg, schedule, tcfg, args) -> float:
@@ -151,6 +161,33 @@ def main() -> None:
         label = f"{s} (uniform)" if s == baseline else str(s)
         print(f"| {label} | {dims} | {statistics.median(tps[s]):,.0f} | {statistics.median(ratios[s]):.3f} | "
               f"{min(ratios[s]):.3f}..{max(ratios[s]):.3f} | {mem} |")
+    if args.kernel:
+        _kernel_table(cfg, args, baseline.head_dims(cfg.d_model)[0])
+
+
+def _kernel_table(cfg: ModelConfig, args: argparse.Namespace, baseline_dim: int) -> None:
+    """SDPA forward + backward per head dim, interleaved rounds, as a ratio to the baseline head dim."""
+    dims = [cfg.d_model // h for h in allowed_head_counts(cfg)]
+    B, T, dtype = args.batch_size, cfg.block_size, torch.bfloat16 if "bf16" in str(_autocast_dtype(args.precision, torch.device(args.device))) else torch.float32
+    qkv = {dh: [torch.randn(B, cfg.d_model // dh, T, dh, device=args.device, dtype=dtype, requires_grad=True) for _ in range(3)]
+           for dh in dims}
+    times: dict[int, list[float]] = {dh: [] for dh in dims}
+    for r in range(args.rounds + 1):
+        for dh in dims[r % len(dims):] + dims[: r % len(dims)]:
+            _sync(args.device)
+            start = time.perf_counter()
+            for _ in range(args.steps * 5):
+                torch.nn.functional.scaled_dot_product_attention(*qkv[dh], is_causal=True).sum().backward()
+            _sync(args.device)
+            if r:  # round 0 warms up
+                times[dh].append(time.perf_counter() - start)
+    print(f"\nSDPA alone (B={B}, T={T}, d_model={cfg.d_model}, forward+backward): time ratio to head dim {baseline_dim}")
+    print("| head dim | heads | ms per call (median) | time ratio: median | min..max |")
+    print("|---:|---:|---:|---:|---|")
+    for dh in dims:
+        ratio = [a / b for a, b in zip(times[dh], times[baseline_dim])]
+        print(f"| {dh} | {cfg.d_model // dh} | {1000 * statistics.median(times[dh]) / (args.steps * 5):.2f} | "
+              f"{statistics.median(ratio):.3f} | {min(ratio):.3f}..{max(ratio):.3f} |")
 
 
 _load_before = os.getloadavg()
