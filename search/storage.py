@@ -46,7 +46,7 @@ def _check_reachable(url: str) -> None:
     if url.startswith("sqlite:///"):
         path = _sqlite_file(url)
         if path and not path.resolve().parent.is_dir():
-            raise StorageError(f"storage {url!r}: folder {str(Path(path).parent)!r} does not exist; create it or change --storage")
+            raise StorageError(f"storage {url!r}: folder {str(path.parent)!r} does not exist; create it or change --storage")
         return
     try:
         engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
