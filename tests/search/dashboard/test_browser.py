@@ -85,8 +85,8 @@ def assert_drawn(figures, expected: set[str]):
         assert f["traces"] > 0 and f["values"] > 0 and f["marks"] > 0, f
 
 
-def test_every_page_loads_clean_and_draws_every_figure(tab, site, tmp_path):
-    study = optuna.load_study(study_name="prism", storage=tab_url(site))
+def test_every_page_loads_clean_and_draws_every_figure(tab, site, dash_url, tmp_path):
+    study = optuna.load_study(study_name="prism", storage=dash_url)
     audited = next(t.number for t in study.trials if "prism.audit" in t.user_attrs and t.user_attrs["role"] == "search")
     pruned = next(t.number for t in study.trials if t.state.name == "PRUNED")
     running = next(t.number for t in study.trials if t.state.name == "RUNNING")
@@ -101,14 +101,6 @@ def test_every_page_loads_clean_and_draws_every_figure(tab, site, tmp_path):
     assert_drawn(tab.open(f"{site}/study/prism/trial/{running}", "trial-running"), {"schedule", "curve"})
     assert tab.errors == []
     assert len(list(tmp_path.glob("*.png"))) == 7
-
-
-def tab_url(site: str) -> str:
-    """The storage URL behind the served site (read back from the footer, so tests check what users see)."""
-    import urllib.request
-
-    html = urllib.request.urlopen(site).read().decode()
-    return re.search(r"storage (sqlite:///\S+)", html).group(1)
 
 
 def test_unknown_pages_are_404_pages_in_the_browser(tab, site):
