@@ -1,7 +1,9 @@
 """prism: the Prism Transformer model library (per-layer head schedules). Knows nothing of search."""
 
+from prism.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from prism.config import ModelConfig
 from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, load_corpus, train_batches, val_batches
+from prism.hf import load_hf_gpt2
 from prism.model import PrismLM, Trace
 from prism.schedule import (
     Schedule,
@@ -17,6 +19,7 @@ from prism.train import EvalPoint, TrainConfig, Trainer, TrainingDiverged, Train
 
 __all__ = [
     "BUILTIN_CORPORA",
+    "CheckpointError",
     "Corpus",
     "CorpusError",
     "EvalPoint",
@@ -33,8 +36,11 @@ __all__ = [
     "enumerate_monotone",
     "flops_per_token",
     "is_valid",
+    "load_checkpoint",
     "load_corpus",
+    "load_hf_gpt2",
     "param_count",
+    "save_checkpoint",
     "train",
     "train_batches",
     "validate",

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
+
+POSITIONS = ("learned", "rope")
+NORMS = ("layernorm", "rmsnorm")
+MLPS = ("gelu", "swiglu")
 
 
 def is_power_of_two(n: int) -> bool:
@@ -15,6 +20,12 @@ class ModelConfig:
 
     `dh_min`/`dh_max` bound the head dimension d_model / heads that a schedule may use: powers of two keep
     attention kernels on their fast paths, and the bounds keep heads from being uselessly narrow or wide.
+
+    Variants (the defaults are GPT-2): `positions` learned absolute or rotary (RoPE, applied per head at that
+    layer's head dim, no parameters); `norm` LayerNorm or RMSNorm; `mlp` GELU or SwiGLU (hidden width 2/3 of
+    mlp_ratio * d_model, rounded up to a multiple of 8, so it costs about what the GELU MLP costs); `qk_norm`
+    RMS-normalises queries and keys per head with a d_model-wide gain. None of them has a parameter whose shape
+    depends on the head count, so every variant keeps schedules parameter- and FLOP-neutral.
     """
 
     vocab_size: int = 256
@@ -26,6 +37,10 @@ class ModelConfig:
     mlp_ratio: int = 4
     dropout: float = 0.0
     bias: bool = True
+    positions: str = "learned"
+    norm: str = "layernorm"
+    mlp: str = "gelu"
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layer", "d_model", "block_size", "dh_min", "dh_max", "mlp_ratio"):
@@ -39,6 +54,16 @@ class ModelConfig:
             raise ValueError(f"dh_min={self.dh_min} exceeds dh_max={self.dh_max}; swap them")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        for name, choices in (("positions", POSITIONS), ("norm", NORMS), ("mlp", MLPS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
+
+    @property
+    def mlp_hidden(self) -> int:
+        """Hidden width of the MLP; SwiGLU's two input matrices make 2/3 of the GELU width cost the same."""
+        if self.mlp == "swiglu":
+            return 8 * math.ceil(2 * self.mlp_ratio * self.d_model / 3 / 8)
+        return self.mlp_ratio * self.d_model
 
     def to_dict(self) -> dict:
         return asdict(self)

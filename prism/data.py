@@ -1,10 +1,19 @@
-"""Built-in corpora, byte-level tokens, and the batches that make schedule comparisons fair.
+"""Corpora (built-in or the user's own), tokenizers, and the batches that make schedule comparisons fair.
 
 Nothing here touches the network. Two corpora ship with the project:
 - `shakespeare`: Shakespeare's works plus Milton's Paradise Lost, Paradise Regained and Areopagitica
   (Project Gutenberg, public domain; 5.7 MB of ASCII), compressed in `prism/corpora/`.
 - `stdlib`: the running Python's standard-library sources (no `test/`), ~13 MB. They differ between Python
   versions, which is why every corpus carries a fingerprint that studies store and check.
+
+User corpora (`load_corpus(PATH, ...)`):
+- text: a file, a folder (every non-hidden file under it, sorted) or a glob such as `books/*.txt`;
+- nanoGPT token files: one `.bin` (split by val_fraction) or a folder holding `train.bin` and `val.bin`, raw
+  uint16 (or uint32) ids, with the vocab size declared because a raw file cannot say it;
+- a Hugging Face `datasets` directory written by `save_to_disk` (needs the `datasets` extra), with a `text`
+  or an `input_ids` column; a DatasetDict's `validation`/`val`/`test` split becomes the validation split.
+Text is tokenised as bytes (vocab 256, the default) or with a byte-level BPE trained locally with the
+`tokenizers` library on the training part only, cached on disk under the text's fingerprint.
 
 Fairness: the validation set is a fixed list of evenly spaced windows of the validation split, the same for
 every trial that uses the same corpus and block size; training windows come from a generator seeded by the
@@ -13,8 +22,10 @@ trial's seed alone, so two schedules trained with the same seed see the same dat
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import lzma
+import os
 import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,14 +49,17 @@ class Corpus:
     tokens: np.ndarray  # 1-D token ids
     vocab_size: int
     val_fraction: float = 0.1
+    split_at: int | None = None  # explicit train/val boundary (separate val files); else val_fraction decides
 
     @property
     def fingerprint(self) -> str:
         """sha256 over the tokens, vocab and split: a study refuses to mix corpora that differ in any of them."""
-        return _fingerprint(self.tokens.tobytes(), self.vocab_size, self.val_fraction)
+        return _fingerprint(self.tokens.tobytes(), self.vocab_size, self.val_fraction, self.split_at)
 
     @property
     def split(self) -> int:
+        if self.split_at is not None:
+            return self.split_at
         return int(len(self.tokens) * (1.0 - self.val_fraction))
 
     @property
@@ -58,9 +72,11 @@ class Corpus:
 
 
 @lru_cache(maxsize=8)
-def _fingerprint(data: bytes, vocab_size: int, val_fraction: float) -> str:
+def _fingerprint(data: bytes, vocab_size: int, val_fraction: float, split_at: int | None = None) -> str:
     h = hashlib.sha256(data)
     h.update(f"|vocab={vocab_size}|val={val_fraction}".encode())
+    if split_at is not None:
+        h.update(f"|split={split_at}".encode())
     return h.hexdigest()[:16]
 
 
@@ -75,16 +91,166 @@ def _stdlib_bytes() -> bytes:
     return b"\n".join(p.read_bytes() for p in files)
 
 
+# -- user corpora: read a source into (train, val or None) parts of text bytes or token ids --------------------
+
+def _text_files(spec: str) -> list[Path]:
+    if any(c in spec for c in "*?["):
+        return sorted(Path(p) for p in glob.glob(spec, recursive=True) if Path(p).is_file())
+    path = Path(spec)
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    return [path]
+
+
+def _read_bin(path: Path, dtype: str) -> np.ndarray:
+    return np.memmap(path, dtype=np.dtype(dtype), mode="r")
+
+
+def _read_hf_dataset(path: Path) -> tuple[str, object, object | None]:
+    try:
+        import datasets
+    except ImportError:
+        raise CorpusError(f"{path} is a Hugging Face dataset; install the extra: pip install 'prism-search[datasets]'") from None
+    loaded = datasets.load_from_disk(str(path))
+    if isinstance(loaded, datasets.DatasetDict):
+        if "train" not in loaded:
+            raise CorpusError(f"dataset {path} has splits {list(loaded)} but no 'train'; save one named train")
+        val_name = next((n for n in ("validation", "val", "test") if n in loaded), None)
+        parts = [loaded["train"], loaded[val_name] if val_name else None]
+    else:
+        parts = [loaded, None]
+    columns = parts[0].column_names
+    if "text" in columns:
+        return "text", *(None if p is None else "\n".join(p["text"]).encode() for p in parts)
+    if "input_ids" in columns:
+        return "tokens", *(None if p is None else np.fromiter((t for row in p["input_ids"] for t in row), dtype=np.int64) for p in parts)
+    raise CorpusError(f"dataset {path} has columns {columns}; it needs a 'text' or an 'input_ids' column")
+
+
+def _read_source(spec: str, token_dtype: str) -> tuple[str, object, object | None]:
+    """('text', train_bytes, val_bytes|None) or ('tokens', train_ids, val_ids|None)."""
+    path = Path(spec)
+    if path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file()):
+        return _read_hf_dataset(path)
+    if path.is_dir() and (path / "train.bin").is_file():
+        if not (path / "val.bin").is_file():
+            raise CorpusError(f"{path} has train.bin but no val.bin; add val.bin or pass the .bin file itself")
+        return "tokens", _read_bin(path / "train.bin", token_dtype), _read_bin(path / "val.bin", token_dtype)
+    if path.is_file() and path.suffix == ".bin":
+        return "tokens", _read_bin(path, token_dtype), None
+    files = _text_files(spec)
+    if not files or not all(f.exists() for f in files):
+        raise CorpusError(
+            f"corpus {spec!r} not found: not a built-in corpus ({', '.join(BUILTIN_CORPORA)}), file, folder or matching glob; check the path"
+        )
+    return "text", b"\n".join(f.read_bytes() for f in files), None
+
+
+# -- tokenizers ----------------------------------------------------------------------------------------------
+
+TOKENIZERS = ("bytes", "bpe")
+
+
+def cache_dir() -> Path:
+    """Where trained tokenizers live: $PRISM_CACHE_DIR, else ~/.cache/prism-search."""
+    return Path(os.environ.get("PRISM_CACHE_DIR") or Path.home() / ".cache" / "prism-search")
+
+
+def bpe_tokenizer(train_text: bytes, vocab_size: int):
+    """A byte-level BPE trained on `train_text`, cached under the text's fingerprint (trained once per corpus)."""
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    except ImportError:
+        raise CorpusError("tokenizer='bpe' needs the tokenizers library: pip install 'prism-search[bpe]'") from None
+    path = _bpe_path(train_text, vocab_size)
+    if path.is_file():
+        return Tokenizer.from_file(str(path))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_lines(train_text), trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path) + ".tmp")
+    os.replace(str(path) + ".tmp", path)  # atomic: workers training the same tokenizer at once never read half a file
+    return tok
+
+
+def _bpe_path(train_text: bytes, vocab_size: int) -> Path:
+    return cache_dir() / "tokenizers" / f"bpe-{hashlib.sha256(train_text).hexdigest()[:16]}-{vocab_size}.json"
+
+
+def _bpe_encode(text: bytes, fit_on: bytes, vocab_size: int) -> np.ndarray:
+    """`text` encoded with the BPE fitted on `fit_on`; the ids are cached beside the tokenizer (encoding is slow too)."""
+    path = _bpe_path(fit_on, vocab_size).with_suffix(f".ids-{hashlib.sha256(text).hexdigest()[:16]}.npy")
+    if path.is_file():
+        return np.load(path)
+    ids = _encode(text, bpe_tokenizer(fit_on, vocab_size))
+    np.save(str(path) + ".tmp.npy", ids)
+    os.replace(str(path) + ".tmp.npy", path)
+    return ids
+
+
+def _lines(text: bytes, per_chunk: int = 2000) -> Iterator[str]:
+    lines = text.decode("utf-8", errors="replace").splitlines(keepends=True)
+    for i in range(0, len(lines), per_chunk):
+        yield "".join(lines[i : i + per_chunk])
+
+
+def _encode(text: bytes, tokenizer) -> np.ndarray:
+    if tokenizer is None:
+        return np.frombuffer(text, dtype=np.uint8)
+    ids = [np.asarray(e.ids, dtype=np.uint32) for e in tokenizer.encode_batch(list(_lines(text)))]
+    return np.concatenate(ids) if ids else np.zeros(0, dtype=np.uint32)
+
+
 @lru_cache(maxsize=4)
-def load_corpus(name: str = "shakespeare", val_fraction: float = 0.1) -> Corpus:
-    """A built-in corpus as byte tokens (vocab 256). Cached per process: workers load it once."""
-    readers = {"shakespeare": _shakespeare_bytes, "stdlib": _stdlib_bytes}
-    if name not in readers:
-        raise CorpusError(f"unknown corpus {name!r}; built-in corpora: {', '.join(BUILTIN_CORPORA)}")
+def load_corpus(
+    name: str = "shakespeare",
+    val_fraction: float = 0.1,
+    *,
+    tokenizer: str = "bytes",
+    vocab_size: int | None = None,
+    token_dtype: str = "uint16",
+) -> Corpus:
+    """A built-in corpus or a user corpus path (see the module docstring). Cached per process: workers load once.
+
+    `vocab_size`: the BPE's size (default 4096), or the declared vocab of token files (required there).
+    """
     if not 0.0 < val_fraction < 0.5:
         raise CorpusError(f"val_fraction must be in (0, 0.5), got {val_fraction}")
-    tokens = np.frombuffer(readers[name](), dtype=np.uint8)
-    return Corpus(name=name, tokens=tokens, vocab_size=256, val_fraction=val_fraction)
+    if tokenizer not in TOKENIZERS:
+        raise CorpusError(f"unknown tokenizer {tokenizer!r}; use one of {', '.join(TOKENIZERS)}")
+    if token_dtype not in ("uint16", "uint32"):
+        raise CorpusError(f"token_dtype={token_dtype!r} is not supported; use uint16 or uint32")
+    if name in BUILTIN_CORPORA:
+        kind, train, val = "text", {"shakespeare": _shakespeare_bytes, "stdlib": _stdlib_bytes}[name](), None
+    else:
+        kind, train, val = _read_source(name, token_dtype)
+    if kind == "tokens":
+        if tokenizer != "bytes":
+            raise CorpusError(f"corpus {name!r} holds token ids already; drop tokenizer={tokenizer!r}")
+        if vocab_size is None:
+            raise CorpusError(f"corpus {name!r} holds token ids; declare the vocab_size of the tokenizer that made them")
+        vocab = vocab_size
+    elif tokenizer == "bpe":
+        vocab = vocab_size or 4096
+        fit_on = train if val is not None else train[: int(len(train) * (1.0 - val_fraction))]
+        if not fit_on:
+            raise CorpusError(f"corpus {name!r} is empty; point it at files with text in them")
+        train, val = _bpe_encode(train, fit_on, vocab), None if val is None else _bpe_encode(val, fit_on, vocab)
+    else:
+        vocab = vocab_size or 256
+        train, val = _encode(train, None), None if val is None else _encode(val, None)
+    tokens = train if val is None else np.concatenate([np.asarray(train), np.asarray(val)])
+    if len(tokens) == 0 or (val is not None and len(val) == 0):
+        raise CorpusError(f"corpus {name!r} is empty{' (validation split)' if len(tokens) else ''}; point it at files with data in them")
+    top = int(tokens.max())
+    if top >= vocab:
+        where = int(np.argmax(np.asarray(tokens) >= vocab))
+        raise CorpusError(f"corpus {name!r}: token id {top} (first bad id at position {where}) >= vocab_size={vocab}; declare the tokenizer's real vocab_size")
+    return Corpus(name=name, tokens=tokens, vocab_size=vocab, val_fraction=val_fraction,
+                  split_at=None if val is None else len(train))
 
 
 def _windows(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,6 +273,11 @@ def train_batches(corpus: Corpus, block_size: int, batch_size: int, seed: int) -
 def val_batches(corpus: Corpus, block_size: int, batch_size: int, n_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """A fixed set of evenly spaced validation windows: identical for every trial, no randomness at all."""
     data = corpus.val
+    if len(data) <= block_size + 1:
+        raise CorpusError(
+            f"validation split of {corpus.name!r} ({len(data)} tokens) is shorter than the sequence length "
+            f"block_size={block_size} + 1; lower block_size or raise val_fraction"
+        )
     n_windows = batch_size * n_batches
     span = len(data) - block_size - 1
     if span < n_windows:

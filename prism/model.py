@@ -30,20 +30,55 @@ class Trace:
     attentions: list[torch.Tensor]  # L x (B, H_l, T, T): attention probabilities, causal
 
 
+def _norm(cfg: ModelConfig) -> nn.Module:
+    return nn.RMSNorm(cfg.d_model) if cfg.norm == "rmsnorm" else nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+
+
+def _rope_tables(head_dim: int, block_size: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin of rotary angles (T, head_dim), half-split layout: pair i rotates dims i and i + head_dim/2."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(block_size, dtype=torch.float32), inv_freq).repeat(1, 2)
+    return angles.cos(), angles.sin()
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig, n_head: int):
         super().__init__()
         self.n_head = n_head
+        head_dim = cfg.d_model // n_head
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
         self.dropout = cfg.dropout
         self.resid_dropout = nn.Dropout(cfg.dropout)
+        # QK-norm gains span d_model (one per channel of every head), so their size ignores the head count
+        self.q_gain = nn.Parameter(torch.ones(cfg.d_model)) if cfg.qk_norm else None
+        self.k_gain = nn.Parameter(torch.ones(cfg.d_model)) if cfg.qk_norm else None
+        self.rope = cfg.positions == "rope"
+        if self.rope:  # tables at this layer's head dim; buffers, not parameters, and not saved
+            cos, sin = _rope_tables(head_dim, cfg.block_size)
+            self.register_buffer("cos", cos, persistent=False)
+            self.register_buffer("sin", sin, persistent=False)
+
+    def _heads(self, t: torch.Tensor, gain: torch.nn.Parameter | None) -> torch.Tensor:
+        """(B, T, C) -> (B, H, T, dh): the only place the head count matters."""
+        B, T, C = t.shape
+        t = t.view(B, T, self.n_head, C // self.n_head)
+        if gain is not None:
+            t = F.rms_norm(t, (t.size(-1),)) * gain.view(self.n_head, -1)
+        t = t.transpose(1, 2)
+        if self.rope:
+            t = _rotate(t, self.cos[:T].to(t.dtype), self.sin[:T].to(t.dtype))
+        return t
 
     def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)
-        # (B, T, C) -> (B, H, T, dh): the only place the head count matters
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        q, k, v = self._heads(q, self.q_gain), self._heads(k, self.k_gain), self._heads(v, None)
         attention = None
         if return_attention:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))  # (B, H, T, T)
@@ -61,20 +96,28 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.fc = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=cfg.bias)
-        self.proj = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.swiglu = cfg.mlp == "swiglu"
+        hidden = cfg.mlp_hidden
+        self.fc = nn.Linear(cfg.d_model, (2 if self.swiglu else 1) * hidden, bias=cfg.bias)  # SwiGLU: gate, up
+        self.proj = nn.Linear(hidden, cfg.d_model, bias=cfg.bias)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x), approximate="tanh")))
+        h = self.fc(x)
+        if self.swiglu:
+            gate, up = h.chunk(2, dim=-1)
+            h = F.silu(gate) * up
+        else:
+            h = F.gelu(h, approximate="tanh")
+        return self.dropout(self.proj(h))
 
 
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, n_head: int):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln_1 = _norm(cfg)
         self.attn = CausalSelfAttention(cfg, n_head)
-        self.ln_2 = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln_2 = _norm(cfg)
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor, return_attention: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -90,10 +133,10 @@ class PrismLM(nn.Module):
         validate(schedule, cfg)
         self.cfg, self.schedule = cfg, schedule
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model) if cfg.positions == "learned" else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, h) for h in schedule.heads)
-        self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.ln_f = _norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
         self.apply(self._init_weights)
@@ -116,8 +159,10 @@ class PrismLM(nn.Module):
         T = idx.size(1)
         if T > self.cfg.block_size:
             raise ValueError(f"sequence length {T} exceeds block_size={self.cfg.block_size}")
-        pos = torch.arange(T, device=idx.device)
-        return self.drop(self.wte(idx) + self.wpe(pos))  # (B, T, D)
+        x = self.wte(idx)
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        return self.drop(x)  # (B, T, D)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         x = self._embed(idx)

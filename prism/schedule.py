@@ -114,17 +114,20 @@ def param_count(cfg: ModelConfig, schedule: Schedule, *, include_embeddings: boo
     """
     validate(schedule, cfg)
     d, b = cfg.d_model, int(cfg.bias)
-    hidden = cfg.mlp_ratio * d
+    hidden = cfg.mlp_hidden
+    n_in = 2 if cfg.mlp == "swiglu" else 1  # SwiGLU's fc holds the gate and the up projection
+    norm = d + (b * d if cfg.norm == "layernorm" else 0)  # weight (+ bias); RMSNorm has no bias
     total = 0
     for h in schedule.heads:
         dh = d // h
         attention = h * 3 * (d * dh + b * dh) + h * dh * d + b * d  # per-head q/k/v slices, then out proj
-        mlp = d * hidden + b * hidden + hidden * d + b * d
-        norms = 2 * (d + b * d)  # two LayerNorms, weight (+ bias)
-        total += attention + mlp + norms
-    total += d + b * d  # final LayerNorm
+        attention += 2 * h * dh * int(cfg.qk_norm)  # per-head q and k gains
+        mlp = d * n_in * hidden + b * n_in * hidden + hidden * d + b * d
+        total += attention + mlp + 2 * norm
+    total += norm  # final norm
     if include_embeddings:
-        total += cfg.vocab_size * d + cfg.block_size * d  # tied token embedding + learned positions
+        total += cfg.vocab_size * d  # tied token embedding
+        total += cfg.block_size * d if cfg.positions == "learned" else 0  # RoPE has no parameters
     return total
 
 

@@ -39,6 +39,10 @@ class ModelSection(_Section):
     dh_max: int = Field(128, gt=0)
     mlp_ratio: int = Field(4, gt=0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    positions: Literal["learned", "rope"] = "learned"
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    qk_norm: bool = False
 
     @field_validator("dh_min", "dh_max")
     @classmethod

@@ -48,3 +48,36 @@ def test_embeddings_are_tied_and_sequence_length_is_checked():
     assert model.lm_head.weight is model.wte.weight
     with pytest.raises(ValueError, match="block_size"):
         model(torch.zeros(1, 33, dtype=torch.long))
+
+
+VARIANT_CFG = ModelConfig(n_layer=3, d_model=64, block_size=32, dh_min=16, dh_max=64,
+                          positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=True, bias=False)
+
+
+@pytest.mark.parametrize("text", ["1x3", "1x1,2x1,4x1"])
+def test_variant_model_paths_agree_and_stay_causal(text):
+    torch.manual_seed(0)
+    model = PrismLM(VARIANT_CFG, Schedule.parse(text)).eval()
+    a = torch.randint(0, 256, (2, 32))
+    b = a.clone()
+    b[:, 20:] = (b[:, 20:] + 7) % 256
+    with torch.no_grad():
+        logits, _ = model(a)
+        torch.testing.assert_close(model.trace(a).logits, logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(model(b)[0][:, :20], logits[:, :20])
+
+
+def test_rope_makes_attention_depend_on_relative_position_only():
+    """RoPE scores q_i.k_j depend on i - j: shifting both by the same offset leaves them unchanged."""
+    from prism.model import _rope_tables, _rotate
+
+    cos, sin = _rope_tables(32, 64)
+    q, k = torch.randn(32), torch.randn(32)
+    score = lambda i, j: (_rotate(q, cos[i], sin[i]) @ _rotate(k, cos[j], sin[j])).item()
+    assert score(10, 3) == pytest.approx(score(40, 33), rel=1e-4, abs=1e-5)
+    assert score(10, 3) != pytest.approx(score(10, 9), rel=1e-3)
+
+
+def test_unknown_variant_is_rejected():
+    with pytest.raises(ValueError, match="positions='alibi' is not one of learned, rope"):
+        ModelConfig(positions="alibi")

@@ -73,10 +73,32 @@ def test_every_valid_schedule_is_parameter_and_flop_neutral(schedule):
     assert flops_per_token(CFG, schedule) == flops_per_token(CFG, uniform)
 
 
-def test_param_count_matches_the_model_for_every_monotone_schedule():
-    small = ModelConfig(n_layer=3, d_model=64, block_size=16, dh_min=16, dh_max=64)
-    expected = {PrismLM(small, s).num_params() for s in enumerate_monotone(3, allowed_head_counts(small))}
+VARIANTS = [
+    dict(),  # GPT-2
+    dict(positions="rope"),
+    dict(norm="rmsnorm", bias=False),
+    dict(mlp="swiglu"),
+    dict(qk_norm=True),
+    dict(positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=True, bias=False),  # Llama-like
+]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()) or "gpt2")
+def test_param_count_matches_the_model_for_every_monotone_schedule(variant):
+    small = ModelConfig(n_layer=3, d_model=64, block_size=16, dh_min=16, dh_max=64, **variant)
+    schedules = enumerate_monotone(3, allowed_head_counts(small)) + [Schedule.parse("4x1,1x1,2x1")]
+    expected = {PrismLM(small, s).num_params() for s in schedules}
     assert expected == {param_count(small, Schedule.uniform(1, 3))}
+    assert len({flops_per_token(small, s) for s in schedules}) == 1
+
+
+def test_variants_change_the_count_as_designed():
+    base = ModelConfig(n_layer=2, d_model=64, block_size=16, dh_min=16, dh_max=64)
+    s = Schedule.uniform(2, 2)
+    n = param_count(base, s)
+    assert n - param_count(ModelConfig(**{**base.to_dict(), "positions": "rope"}), s) == 16 * 64  # no wpe
+    assert param_count(ModelConfig(**{**base.to_dict(), "qk_norm": True}), s) - n == 2 * 2 * 64  # q, k gains
+    assert n - param_count(ModelConfig(**{**base.to_dict(), "norm": "rmsnorm"}), s) == 5 * 64  # 5 norm biases
 
 
 def test_uniform_gpt2_small_has_its_published_size():
