@@ -17,6 +17,7 @@ from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
 from search.config import PrismSearchError, StudyConfig
+from search.priors._files import read_versioned_json
 from search.priors.zones import MIN_STRENGTH, detect_zones
 
 PROFILE_FORMAT = "prism-profile/1"
@@ -122,22 +123,13 @@ def audit_model(model: PrismLM, source: str = "", n_probes: int = 8) -> dict:
     profile["zones"] = [z.to_dict() for z in detect_zones(curves)]
     profile["zone_method"] = (
         f"search.priors.zones: z-normalised per-layer curves ({len(curves)}: 5 metrics x probe sets), [1,2,1]/4 "
-        f"smoothing from 6 layers, mean |change| per boundary, local maxima with strength = score - median >= {MIN_STRENGTH}"
+        f"smoothing from 6 layers, mean |change| per boundary, local maxima with prominence (strength) >= {MIN_STRENGTH}"
     )
     return profile
 
 
 def read_profile(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        profile = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise AuditError(f"profile {str(path)!r} not found; write one with `prism-search audit SOURCE -o {path}`") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise AuditError(f"{path} is not JSON; pass a profile written by `prism-search audit`") from None
-    if not isinstance(profile, dict) or profile.get("format") != PROFILE_FORMAT:
-        raise AuditError(f"{path} is not a profile (format is not {PROFILE_FORMAT!r}); pass one written by `prism-search audit`")
-    return profile
+    return read_versioned_json(path, PROFILE_FORMAT, "profile", "`prism-search audit SOURCE -o PROFILE.json`", AuditError)
 
 
 def write_report(profile: dict, path: str | Path) -> Path:

@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from prism import Schedule, ScheduleError, save_checkpoint, validate
 from search.config import PrismSearchError, StudyConfig
 from search.priors.audit import AuditError, audit_model, checkpoint_root, load_source, trial_checkpoint_dir
+from search.priors._files import read_versioned_json
 from search.priors.mapping import onset_and_late, rank_schedules
 from search.priors.zones import Zone
 from search.study import enqueue, family_for
@@ -60,15 +61,8 @@ def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
 
 def read_prior(path: str | Path, config: StudyConfig) -> dict:
     """A prior file checked against the study: its format, depth and every schedule's validity."""
-    path = Path(path)
-    try:
-        prior = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PriorError(f"prior {str(path)!r} not found; write one with `prism-search prior PROFILE.json STUDY.toml -o {path}` or use --prior auto") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise PriorError(f"{path} is not JSON; pass a file written by `prism-search prior`") from None
-    if not isinstance(prior, dict) or prior.get("format") != PRIOR_FORMAT:
-        raise PriorError(f"{path} is not a prior (format is not {PRIOR_FORMAT!r}); pass a file written by `prism-search prior`")
+    made_by = "`prism-search prior PROFILE.json STUDY.toml -o PRIOR.json` (or use --prior auto)"
+    prior = read_versioned_json(path, PRIOR_FORMAT, "prior", made_by, PriorError)
     if prior.get("n_layer") != config.model.n_layer:
         raise PriorError(f"{path} is for {prior.get('n_layer')} layers, the study has model.n_layer={config.model.n_layer}; "
                          "map a profile of the study's depth")
