@@ -60,23 +60,27 @@ def _train(job: tuple[StudyConfig, str, int, bool]) -> dict:
 
 
 def make_table(config: StudyConfig, seeds: int, workers: int) -> None:
+    """Train the (schedule, seed) pairs the table lacks, so adding a seed later trains only that seed."""
     schedules = [str(s) for s in family_for(config).enumerate()]
     baseline = str(config.baseline)
-    jobs = [(config, s, config.seed + k, s == baseline and k == 0) for k in range(seeds) for s in schedules]
+    done = read_table() if TABLE.is_file() else {}
+    jobs = [(config, s, config.seed + k, s == baseline and k == 0 and not PROFILE.is_file())
+            for k in range(seeds) for s in schedules if (s, config.seed + k) not in done]
     started = time.perf_counter()
-    rows = []
+    rows = [{"schedule": s, "seed": k, "val_loss": v, "wall_s": ""} for (s, k), v in done.items()]
     with ProcessPoolExecutor(workers) as pool:
-        for row in pool.map(_train, jobs):
+        for i, row in enumerate(pool.map(_train, jobs), start=1):
             rows.append(row)
-            print(f"[{len(rows)}/{len(jobs)}] {row['schedule']} seed {row['seed']}: {row['val_loss']:.4f} "
+            print(f"[{i}/{len(jobs)}] {row['schedule']} seed {row['seed']}: {row['val_loss']:.4f} "
                   f"({row['wall_s']:.0f} s)", flush=True)
-    profile = next(r.pop("profile") for r in rows if "profile" in r)
+    for row in rows:
+        if "profile" in row:
+            PROFILE.write_text(json.dumps(row.pop("profile"), indent=1))
     with TABLE.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["schedule", "seed", "val_loss", "wall_s"])
         writer.writeheader()
         writer.writerows(rows)
-    PROFILE.write_text(json.dumps(profile, indent=1))
-    print(f"{len(rows)} runs ({len(schedules)} schedules x {seeds} seeds) in {time.perf_counter() - started:.0f} s "
+    print(f"{len(jobs)} new runs ({len(schedules)} schedules x {seeds} seeds in all) in {time.perf_counter() - started:.0f} s "
           f"with {workers} processes -> {TABLE.name}, {PROFILE.name}")
 
 
