@@ -98,6 +98,7 @@ def truth(table: dict[tuple[str, int], float], config: StudyConfig) -> tuple[dic
     n_seeds = min(len(v) for v in by_schedule.values())
     pooled_sd = math.sqrt(statistics.mean(statistics.variance(v) for v in by_schedule.values()))
     margin = 2 * pooled_sd * math.sqrt(2 / n_seeds)  # 2 x standard error of a difference of two means
+    print(f"pooled seed std {pooled_sd:.4f} over {n_seeds} seeds")
     return {s: statistics.mean(v) for s, v in by_schedule.items()}, margin
 
 
