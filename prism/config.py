@@ -32,7 +32,7 @@ class ModelConfig:
     n_layer: int = 6
     d_model: int = 128
     block_size: int = 128
-    dh_min: int = 32
+    dh_min: int = 64
     dh_max: int = 256
     mlp_ratio: int = 4
     dropout: float = 0.0

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from search.cluster import check_cluster
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.storage import creation_lock, mask_url, open_storage
 
@@ -25,7 +26,9 @@ err = Console(stderr=True)
 StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
 NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total finished trials the study should reach")
-AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray)")
+AddressOpt = typer.Option(
+    None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage"
+)
 
 
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
@@ -35,6 +38,7 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
     from search.undelivered import deliver_undelivered
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
 
+    check_cluster(address, config.storage)
     fingerprint = corpus_fingerprint(config)
     with creation_lock(config.storage):
         storage = open_storage(config.storage)
@@ -77,14 +81,13 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
 def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
     """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
     A study seeded before (also on resume) gets its narrowing sampler back."""
-    from search.priors import checkpointing_session, narrow_sampler, prior_from_baseline, seed_study
-    from search.priors.audit import checkpoint_root
+    from search.priors import keeping_checkpoints, narrow_sampler, prior_from_baseline, seed_study
     from search.priors.seeding import is_seeded
     from search.runner import Driver
 
     if prior == "auto" and not is_seeded(study):
-        session = checkpointing_session(checkpoint_root(config))
-        Driver(study, config, fingerprint, progress, session_cls=session).run(config.search.baseline_seeds, config.resources.workers)
+        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress)
+        baselines.run(config.search.baseline_seeds, config.resources.workers)
         prior = prior_from_baseline(study, config)
         progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")
     elif isinstance(prior, dict):
@@ -103,6 +106,14 @@ def _print_summary(study, wall_s: float | None) -> None:
     table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
     table.add_row("uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule)
     table.add_row("gap to uniform", s.gap_text())
+    for ref in s.references:
+        table.add_row(f"reference {ref['name']}", f"{ref['schedule']}: {ref['val_loss']:.4f}, gap {s.gap_text(ref['gap'])}")
+    for point in s.pareto:
+        table.add_row("pareto", ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in point.items()))
+    if s.infeasible or s.duplicates:
+        table.add_row("infeasible / duplicates", f"{s.infeasible} below min_throughput_ratio / {s.duplicates} served from cache")
+    for row in s.confirmation:
+        table.add_row(f"confirmed {row['schedule']}", _confirmation_text(row))
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
     console.print(table)
@@ -149,6 +160,7 @@ def resume(
     from search.study import load_study, stored_config
 
     url = storage or DEFAULT_STORAGE
+    check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
     config = stored_config(load_study(name, open_storage(url)))
     _execute(_with_overrides(config, url, n_trials, workers), address, resume=True)
 
@@ -174,6 +186,193 @@ def status(
         console.print(f"no studies in {mask_url(storage or DEFAULT_STORAGE)}")
     for study in studies:
         _print_summary(study, None)
+
+
+def _confirmation_text(row: dict) -> str:
+    if row["val_loss_mean"] is None:
+        return "no finished seed"
+    spread = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""
+    gap = f", gap {row['gap_mean']:+.4f}" + (f" ± {row['gap_std']:.4f}" if row["gap_std"] is not None else "") if row["gap_mean"] is not None else ""
+    return f"{row['val_loss_mean']:.4f}{spread} over {row['seeds']} seeds{gap}"
+
+
+@app.command()
+def schedules(
+    study_file: str = typer.Argument(..., help="study config"),
+    list_all: bool = typer.Option(False, "--list", help="print every schedule of the space, one per line"),
+) -> None:
+    """The size of the study's schedule space and, with --list, every schedule in it."""
+    from prism import allowed_head_counts
+    from search.study import family_for
+
+    config = load_config(study_file)
+    family = family_for(config)
+    console.print(
+        f"{family.name}: {family.size():,} schedules ({config.model.n_layer} layers, "
+        f"head counts {allowed_head_counts(config.model_config_)})", highlight=False,
+    )
+    if list_all:
+        for schedule in family.enumerate():
+            print(schedule)
+
+
+def _stored(name: str, storage: str | None):
+    from search.study import load_study
+
+    return load_study(name, open_storage(storage or DEFAULT_STORAGE))
+
+
+@app.command()
+def confirm(
+    name: str = typer.Argument(..., help="study name"),
+    top: int = typer.Option(5, "--top", min=1, help="how many of the best distinct schedules to re-train"),
+    seeds: int = typer.Option(3, "--seeds", min=2, help="fresh seeds per schedule (the baseline gets the same ones)"),
+    storage: Optional[str] = StorageOpt,
+    workers: Optional[int] = WorkersOpt,
+    address: Optional[str] = AddressOpt,
+) -> None:
+    """Re-train the top schedules and the uniform baseline with fresh seeds; store and print mean ± std."""
+    from search.confirm import run_confirmation, top_schedules
+    from search.progress import Progress
+    from search.runner import connect_ray
+    from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, stored_config
+
+    study = _stored(name, storage)
+    config = stored_config(study)
+    planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
+    fingerprint = corpus_fingerprint(config)
+    if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
+        raise PrismSearchError(f"study {name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
+    n_workers = workers or config.resources.workers
+    connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
+    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    progress = Progress(name, done + planned, done, console=console)
+    try:
+        rows = run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
+    finally:
+        progress.close()
+    table = Table(title=f"confirmation of {name} ({seeds} fresh seeds)")
+    for col in ("schedule", "val loss", "gap to uniform (paired)"):
+        table.add_column(col)
+    for row in rows:
+        gap = f"{row['gap_mean']:+.4f} ± {row['gap_std']:.4f}" if row["gap_std"] is not None else "-"
+        table.add_row(row["schedule"], f"{row['val_loss_mean']:.4f} ± {row['val_loss_std']:.4f}", gap)
+    console.print(table)
+
+
+@app.command()
+def best(
+    name: str = typer.Argument(..., help="study name"),
+    storage: Optional[str] = StorageOpt,
+) -> None:
+    """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
+    from search.study import summarize
+
+    s = summarize(_stored(name, storage))
+    if s.best_schedule is None:
+        raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
+    print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {s.gap_text()}")
+    for point in s.pareto:
+        print("pareto\t" + "\t".join(f"{k} {v}" for k, v in point.items()))
+
+
+@app.command()
+def export(
+    name: str = typer.Argument(..., help="study name"),
+    fmt: str = typer.Option("csv", "--format", help="csv or json"),
+    storage: Optional[str] = StorageOpt,
+) -> None:
+    """Every finished trial as a row: objectives, metrics and one column per layer's head count."""
+    from search.export import render
+
+    if fmt not in ("csv", "json"):
+        raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")
+    print(render(_stored(name, storage), fmt), end="")
+
+
+@app.command()
+def train(
+    schedule: str = typer.Argument(..., help="head schedule HEADSxLAYERS, e.g. 1x2,2x2; or 'uniform' (the config's baseline)"),
+    config: Optional[str] = typer.Option(None, "--config", help="study TOML whose [model], [train], [data] to use (default: built-in defaults)"),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="bytes | bpe"),
+    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="BPE size, or the declared vocab of token files"),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="training steps"),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    save: Optional[str] = typer.Option(None, "--save", help="write the checkpoint to this directory"),
+    analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
+    as_json: bool = typer.Option(False, "--json", help="print the result record as JSON"),
+) -> None:
+    """Train one model with one schedule and print its result record."""
+    from prism.analysis import format_profile
+    from search.single import resolve, train_single
+
+    overrides = {"data.corpus": corpus, "data.tokenizer": tokenizer, "data.vocab_size": vocab_size,
+                 "train.steps": steps, "seed": seed}
+    cfg, parsed = resolve(config, schedule, overrides)
+    run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
+    if as_json:
+        print(json.dumps(run.result.to_dict(), indent=2))
+    else:
+        r = run.result
+        table = Table(title=f"train {r.schedule}", show_header=False)
+        for label, value in (("final val loss", f"{r.final_val_loss:.4f}"), ("steps", r.steps), ("tokens", r.tokens),
+                             ("tokens/s", f"{r.tokens_per_s:,.0f}"), ("params", f"{r.n_params:,}"),
+                             ("FLOPs/token", f"{r.flops_per_token:,}"), ("wall time", f"{r.wall_time_s:.1f} s"),
+                             ("checkpoint", r.extra.get("checkpoint", "-"))):
+            table.add_row(label, str(value))
+        console.print(table)
+    if run.profile is not None:
+        print(format_profile(run.profile))
+
+
+@app.command()
+def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's)")) -> None:
+    """Per-layer metrics table of a saved model on its corpus's validation text."""
+    from prism.analysis import format_profile
+    from search.single import analyze_checkpoint
+
+    meta, rows = analyze_checkpoint(path)
+    console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)
+    print(format_profile(rows))
+
+
+@app.command()
+def dashboard(
+    storage: Optional[str] = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    host: str = typer.Option("127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"),
+    port: int = typer.Option(8080, "--port", min=0, max=65535),
+    stock: bool = typer.Option(False, "--optuna", help="serve the stock optuna-dashboard on the same storage instead"),
+) -> None:
+    """Serve a live, read-only web dashboard of the studies in a storage."""
+    from search.dashboard import bind_warning, open_readonly, serve
+
+    url = storage or DEFAULT_STORAGE
+    if not stock:
+        serve(url, host, port)
+        return
+    try:
+        import optuna_dashboard
+    except ImportError:
+        raise PrismSearchError("--optuna needs optuna-dashboard; pip install 'prism-search[dashboard]'") from None
+    if warning := bind_warning(host):
+        err.print(warning, highlight=False, soft_wrap=True)
+    err.print(f"optuna-dashboard on http://{host}:{port}/ reading {mask_url(url)} (Ctrl-C stops)", highlight=False)
+    optuna_dashboard.run_server(open_readonly(url), host=host, port=port)
+
+
+@app.command()
+def report(
+    name: str = typer.Argument(..., help="study name"),
+    output: str = typer.Option("report.html", "-o", "--output", help="HTML file to write"),
+    storage: Optional[str] = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+) -> None:
+    """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
+    from search.dashboard import write_report
+
+    path = write_report(storage or DEFAULT_STORAGE, name, output)
+    console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
 
 
 @app.command()

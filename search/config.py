@@ -6,6 +6,7 @@ Every error becomes a `ConfigError` whose one-line message names the field and t
 
 from __future__ import annotations
 
+import glob
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -14,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
 from prism.config import is_power_of_two
+from search.families import DEFAULT_LATE_ZONE, make_family
+from search.references import parse_reference
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
 
@@ -35,8 +38,8 @@ class ModelSection(_Section):
     d_model: int = Field(128, gt=0)
     block_size: int = Field(128, gt=0)
     vocab_size: int = Field(256, gt=0)
-    dh_min: int = Field(32, gt=0)
-    dh_max: int = Field(128, gt=0)
+    dh_min: int = Field(64, gt=0)
+    dh_max: int = Field(256, gt=0)
     mlp_ratio: int = Field(4, gt=0)
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     positions: Literal["learned", "rope"] = "learned"
@@ -68,9 +71,19 @@ class ModelSection(_Section):
 
 
 class SpaceSection(_Section):
-    family: Literal["ramp", "uniform"] = "ramp"
+    family: Literal["ramp", "ramp+late", "free", "uniform"] = "ramp"
     baseline_heads: int | None = Field(None, gt=0, description="uniform baseline head count; default: head dim 64")
-    references: list[str] = Field(default_factory=list, description="schedules enqueued after the baseline")
+    references: list[str] = Field(
+        default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp"
+    )
+    late_zone: tuple[float, float] = Field(DEFAULT_LATE_ZONE, description="ramp+late: relative depths of the 2nd rise")
+
+    @field_validator("late_zone")
+    @classmethod
+    def _zone_inside(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= v[1] < 1:
+            raise ValueError(f"{list(v)} must satisfy 0 < start <= end < 1 (relative depths), e.g. [0.75, 0.9]")
+        return v
 
 
 class TrainSection(_Section):
@@ -83,6 +96,8 @@ class TrainSection(_Section):
     grad_clip: float = Field(1.0, gt=0)
     eval_every: int = Field(100, gt=0)
     eval_batches: int = Field(8, gt=0)
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    compile: bool = False
 
     @model_validator(mode="after")
     def _warmup_fits(self) -> TrainSection:
@@ -95,33 +110,75 @@ class TrainSection(_Section):
 
 
 class DataSection(_Section):
-    corpus: str = "shakespeare"
+    corpus: str = Field("shakespeare", description="built-in name, or a text file/folder/glob, .bin file, "
+                                                   "train.bin+val.bin folder or datasets save_to_disk folder")
     val_fraction: float = Field(0.1, gt=0, lt=0.5)
+    tokenizer: Literal["bytes", "bpe"] = "bytes"
+    vocab_size: int | None = Field(None, gt=0, description="BPE size (default 4096), or the declared vocab of token files")
+    token_dtype: Literal["uint16", "uint32"] = "uint16"
 
     @field_validator("corpus")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in BUILTIN_CORPORA:
-            raise ValueError(f"unknown corpus {v!r}; use one of {', '.join(BUILTIN_CORPORA)}")
-        return v
+        """Built-in names stay names; paths become absolute, because Ray workers run in another directory."""
+        if v in BUILTIN_CORPORA:
+            return v
+        if Path(v).exists() or (any(c in v for c in "*?[") and glob.glob(v, recursive=True)):
+            return str(Path(v).absolute())
+        raise ValueError(f"unknown corpus {v!r}: not a built-in ({', '.join(BUILTIN_CORPORA)}) nor an existing path or glob")
+
+    def corpus_options(self) -> dict:
+        """Keyword arguments of `prism.load_corpus` besides the corpus and val_fraction."""
+        return {"tokenizer": self.tokenizer, "vocab_size": self.vocab_size, "token_dtype": self.token_dtype}
+
+
+OBJECTIVES = {"val_loss": "minimize", "tokens_per_s": "maximize"}
+GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a mistake, not a search
 
 
 class SearchSection(_Section):
-    sampler: Literal["tpe", "random"] = "tpe"
+    sampler: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
     pruner: Literal["hyperband", "successive-halving", "median", "none"] = "hyperband"
     n_startup_trials: int = Field(4, ge=0, description="random trials before TPE models the space")
     min_resource_evals: int = Field(1, gt=0, description="pruner's first rung, in evaluations (eval_every steps)")
     reduction_factor: int = Field(3, ge=2)
-    baseline_seeds: int = Field(2, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
+    baseline_seeds: int = Field(3, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
     max_failed_trials: int = Field(3, ge=0, description="stop the run after this many failed trials")
     prior_strength: float = Field(0.5, ge=0, le=1, description="with --prior: chance that an early proposal's parameter is drawn near a prior schedule")
+    objectives: list[Literal["val_loss", "tokens_per_s"]] = Field(["val_loss"], description="val_loss first")
+    population_size: int = Field(8, ge=2, description="nsga2: individuals per generation")
+    min_throughput_ratio: float | None = Field(None, gt=0, description="tokens/s vs uniform a schedule must reach")
+    throughput_probe_steps: int = Field(8, gt=0, description="timed steps per schedule in the tokens/s ratio probe")
+
+    @field_validator("objectives")
+    @classmethod
+    def _val_loss_first(cls, v: list[str]) -> list[str]:
+        if not v or v[0] != "val_loss" or len(set(v)) != len(v):
+            raise ValueError(f"{v} must be ['val_loss'] or ['val_loss', 'tokens_per_s'] (val_loss first, no repeats)")
+        return v
+
+    @model_validator(mode="after")
+    def _pruner_fits_objectives(self) -> SearchSection:
+        if len(self.objectives) > 1 and self.pruner not in ("successive-halving", "none"):
+            raise ValueError(
+                f"pruner={self.pruner!r} cannot stop multi-objective trials (Optuna prunes single objectives only); "
+                "use 'successive-halving' (rung-based early stopping on val_loss) or 'none'"
+            )
+        return self
 
 
 class ResourcesSection(_Section):
     workers: int = Field(2, gt=0)
     cpus_per_trial: int = Field(1, gt=0)
-    gpus_per_trial: float = Field(0.0, ge=0)
+    gpus_per_trial: float = Field(0.0, ge=0, description="a fraction (0.25: four trials share a GPU) or whole GPUs")
     max_retries: int = Field(2, ge=0, description="re-runs of a trial whose worker died (pre-emption, OOM kill)")
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _ray_gpu_quantity(cls, v: float) -> float:
+        if v > 1 and not v.is_integer():  # Ray itself only refuses this when the first worker starts
+            raise ValueError(f"{v} GPUs: Ray allows a fraction of one GPU or whole GPUs; use {int(v)} or {int(v) + 1}")
+        return v
 
 
 class StudyConfig(_Section):
@@ -129,12 +186,20 @@ class StudyConfig(_Section):
     seed: int = 0
     n_trials: int = Field(10, gt=0)
     storage: str = DEFAULT_STORAGE
+    keep_checkpoints: Literal["best", "all", "none"] = Field(
+        "none", description="trained models to keep: the best trial's, every trial's (pruned ones too), or none")
+    checkpoint_dir: str = Field("checkpoints", description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
     model: ModelSection = ModelSection()
     space: SpaceSection = SpaceSection()
     train: TrainSection = TrainSection()
     data: DataSection = DataSection()
     search: SearchSection = SearchSection()
     resources: ResourcesSection = ResourcesSection()
+
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        return str(Path(v).absolute())  # workers write there from their own working directory
 
     @model_validator(mode="after")
     def _schedules_fit(self) -> StudyConfig:
@@ -147,9 +212,18 @@ class StudyConfig(_Section):
             )
         for text in self.space.references:
             try:
-                validate(Schedule.parse(text), cfg)
-            except ScheduleError as e:
+                validate(parse_reference(text, cfg.n_layer, allowed, self.baseline.heads[0]).schedule, cfg)
+            except (ScheduleError, ValueError) as e:
                 raise ValueError(f"space.references {text!r}: {e}") from None
+        try:
+            family = make_family(self.space.family, cfg.n_layer, allowed, self.space.late_zone)
+        except ValueError as e:
+            raise ValueError(f"space.family={self.space.family!r}: {e}") from None
+        if self.search.sampler == "grid" and family.size() > GRID_LIMIT:
+            raise ValueError(
+                f"search.sampler='grid' cannot enumerate the {family.size():,} schedules of the {family.name!r} space "
+                f"(limit {GRID_LIMIT:,}); use sampler 'tpe' or a smaller space"
+            )
         return self
 
     @property

@@ -11,6 +11,7 @@ failed once their heartbeat is stale and their schedules are queued again.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -20,7 +21,11 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
+from search import cache, samplers
+from search.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.config import PrismSearchError, StudyConfig
+from search.constraints import apply_constraint
+from search.early_stopping import make_stopping
 from search.progress import Progress
 from search.study import FINISHED, enqueue, family_for, stored_config
 from search.undelivered import save_undelivered
@@ -45,7 +50,7 @@ class _InFlight:
     trial: optuna.Trial
     schedule: Schedule
     role: str
-    worker: ray.actor.ActorHandle
+    worker: ray.actor.ActorHandle | None  # None: a duplicate waiting for its original (see search.cache)
     pruning: bool = False
     points: list[EvalPoint] = field(default_factory=list)
 
@@ -57,7 +62,8 @@ def connect_ray(address: str | None, num_cpus: int) -> None:
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 
 
 def requeue_stale_trials(study: optuna.Study) -> list[int]:
@@ -89,10 +95,13 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
 
 
 class Driver:
-    def __init__(self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
-                 session_cls: type = TrialSession):
+    def __init__(
+        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
+        session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
+    ):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
+        self.stopping = make_stopping(study, config)
         self.progress = progress
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
@@ -148,6 +157,9 @@ class Driver:
             model=self.config.model_config_, train=self.config.train.to_train_config(seed, device),
             corpus=self.config.data.corpus, val_fraction=self.config.data.val_fraction,
             corpus_fingerprint=self.fingerprint, threads=self.config.resources.cpus_per_trial,
+            baseline=str(self.config.baseline), probe_steps=self.config.search.throughput_probe_steps,
+            corpus_options=self.config.data.corpus_options(), keep_checkpoints=self.config.keep_checkpoints,
+            checkpoint_dir=trial_checkpoint_dir(self.config, trial.number),
         )
 
     # -- the loop ----------------------------------------------------------------------------------------
@@ -175,6 +187,8 @@ class Driver:
         values |= {f"heads_{layer:02d}": heads for layer, heads in enumerate(schedule.heads)}
         for key, value in values.items():
             self._db(trial.set_user_attr, key, value)
+        if self._serve_duplicate(trial, schedule, role, seed, worker):
+            return True
         job = _InFlight(trial, schedule, role, worker)
         self.in_flight[worker.start.remote(self._spec(trial, schedule, seed))] = job
         if self.progress:
@@ -194,18 +208,21 @@ class Driver:
             self.idle.append(job.worker)
             self._fail(job, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
             return
+        if isinstance(out, cache.Wait):
+            self._await_original(job, out)
+            return
         if isinstance(out, dict):  # started: where it runs
             self._db(job.trial.set_user_attr, "worker", out)
             self.in_flight[job.worker.advance.remote()] = job
             return
         if isinstance(out, EvalPoint):
             job.points.append(out)
-            self._db(job.trial.report, out.val_loss, out.tokens)
+            self._db(self.stopping.report, job.trial, out)
             if self.progress:
                 self.progress.evaluated(job.trial.number, out)
             # a trial that has spent its whole budget is complete, whatever the pruner thinks of its last rung
             final = out.step >= self.config.train.steps
-            job.pruning = job.role == "search" and not final and self._db(job.trial.should_prune)
+            job.pruning = job.role == "search" and not final and self._db(self.stopping.should_stop, job.trial, out)
             next_ref = job.worker.stop.remote() if job.pruning else job.worker.advance.remote()
             self.in_flight[next_ref] = job
             return
@@ -215,30 +232,33 @@ class Driver:
     def _record(self, job: _InFlight, result: TrainResult) -> None:
         for key, value in result_attrs(result).items():
             self._db(job.trial.set_user_attr, key, value)
+        self._db(apply_constraint, job.trial, self.config, result.extra.get("throughput_ratio"))
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE
+        values = [result.final_val_loss, result.tokens_per_s][: len(self.study.directions)]
         try:
             self._record(job, result)
             if job.pruning:
                 self._db(job.trial.set_user_attr, "pruned_at_tokens", result.tokens)
                 self._db(self.study.tell, job.trial, state=state)
             else:
-                self._db(self.study.tell, job.trial, result.final_val_loss)
+                self._db(self.study.tell, job.trial, values)
         except DatabaseUnavailable:
-            path = save_undelivered(self.config.name, job.trial.number, state, result.final_val_loss, result_attrs(result))
+            path = save_undelivered(self.config.name, job.trial.number, state, values, result_attrs(result))
             raise DatabaseUnavailable(
                 f"database unreachable; the result of trial {job.trial.number} is kept in {path}. Bring the "
                 f"database back, then `prism-search resume {self.config.name}` stores it"
             ) from None
+        self._db(keep_checkpoints, self.study, self.config)
         if self.progress:
             self.progress.finished(job.trial.number, state.name, result.final_val_loss)
 
-    def _fail(self, job: _InFlight, reason: str, retry: bool = False, interrupted: bool = False) -> None:
+    def _fail(self, job: _InFlight, reason: str, retry: bool = False, requeue: bool = False) -> None:
         self._db(job.trial.set_user_attr, "error", reason)
         self._db(self.study.tell, job.trial, state=TrialState.FAIL)
         attempt = job.trial.user_attrs.get("attempt", 0)
-        if interrupted:
+        if requeue:  # not the trial's fault (Ctrl-C, a failed original): run it again, count no failure
             _requeue(self.study, self.family, job.trial, attempt=attempt)
         elif retry and attempt < self.config.resources.max_retries:
             _requeue(self.study, self.family, job.trial, attempt=attempt + 1)
@@ -248,8 +268,34 @@ class Driver:
         if self.progress:
             self.progress.finished(job.trial.number, "FAIL", None, reason)
 
+    # -- duplicates (search.cache): a schedule trains once per seed ---------------------------------------
+    def _serve_duplicate(self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, worker) -> bool:
+        """Give `trial` a stored result, or park it until the running original ends; False: train it."""
+        original = cache.find_original(self.study, str(schedule), seed, trial.number)
+        if original is None:
+            return False
+        trial.set_user_attr(cache.DUPLICATE_ATTR, original.number)
+        self.idle.append(worker)
+        job = _InFlight(trial, schedule, role, None)
+        if self.progress:
+            self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role)
+        self._await_original(job, cache.Wait(original._trial_id))
+        return True
+
+    def _await_original(self, job: _InFlight, wait: cache.Wait) -> None:
+        original = self.study._storage.get_trial(wait.original_id)
+        if original.state == TrialState.RUNNING:
+            self.in_flight[cache.wait_for(original)] = job
+        elif original.state == TrialState.FAIL:
+            self._fail(job, f"original trial {original.number} failed; queued again", requeue=True)
+        else:
+            state = cache.copy_result(self.study, job.trial, original)
+            if self.progress:
+                self.progress.finished(job.trial.number, state.name, original.values[0] if original.values else None)
+
     def run(self, target: int, n_workers: int) -> None:
         """Run trials until the study has `target` COMPLETE or PRUNED trials, counting every driver's."""
+        target = samplers.reachable_target(self.study, target)
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:
@@ -272,7 +318,7 @@ class Driver:
                 self._heartbeat()
         except KeyboardInterrupt:
             for job in list(self.in_flight.values()):
-                self._fail(job, "interrupted (Ctrl-C); queued again for resume", interrupted=True)
+                self._fail(job, "interrupted (Ctrl-C); queued again for resume", requeue=True)
             self.in_flight.clear()
             raise
         if self._too_many_failures():

@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import os
 import re
+import sqlite3
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -43,8 +44,8 @@ def mask_url(url: str) -> str:
 
 def _check_reachable(url: str) -> None:
     if url.startswith("sqlite:///"):
-        path = url.removeprefix("sqlite:///")
-        if path and path != ":memory:" and not Path(path).resolve().parent.is_dir():
+        path = _sqlite_file(url)
+        if path and not path.resolve().parent.is_dir():
             raise StorageError(f"storage {url!r}: folder {str(Path(path).parent)!r} does not exist; create it or change --storage")
         return
     try:
@@ -85,9 +86,9 @@ def creation_lock(url: str) -> Iterator[None]:
                 yield
         finally:
             engine.dispose()
-    elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+    elif path := _sqlite_file(url):
         _check_reachable(url)
-        with open(url.removeprefix("sqlite:///") + ".lock", "w") as lock:
+        with open(f"{path}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
     else:
@@ -97,14 +98,39 @@ def creation_lock(url: str) -> Iterator[None]:
 _LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search creation").digest()[:8], "big", signed=True)
 
 
+def _sqlite_file(url: str) -> Path | None:
+    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
+    return Path(path) if path and path != ":memory:" else None
+
+
+def _new_wal_database(path: Path) -> None:
+    """Create a study file in write-ahead-log mode (a setting stored in the file): with synchronous=NORMAL a
+    commit then no longer waits for an fsync (9 ms each here, and a trial makes dozens), readers such as a
+    dashboard stop blocking the writer, and a killed driver still loses nothing it committed (only a power
+    cut can drop the last commits). Existing files are left in the mode they have."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
+def _sqlite_sync_normal(dbapi_connection, _record) -> None:
+    dbapi_connection.execute("PRAGMA synchronous=NORMAL")  # per connection; in WAL mode: sync at checkpoints
+
+
 def open_storage(url: str) -> optuna.storages.RDBStorage:
     _check_reachable(url)
+    sqlite_file = _sqlite_file(url)
+    if sqlite_file and not sqlite_file.exists():
+        _new_wal_database(sqlite_file)
     engine_kwargs: dict = {"connect_args": _connect_args(url)}
     if not url.startswith("sqlite"):
         engine_kwargs |= {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True}
-    return optuna.storages.RDBStorage(
+    storage = optuna.storages.RDBStorage(
         url,
         engine_kwargs=engine_kwargs,
         heartbeat_interval=HEARTBEAT_INTERVAL_S,
         grace_period=GRACE_PERIOD_S,
     )
+    if sqlite_file:
+        sqlalchemy.event.listen(storage.engine, "connect", _sqlite_sync_normal)
+        storage.engine.dispose()  # the connections that created the schema predate the listener
+    return storage

@@ -11,39 +11,49 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import optuna
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from prism import Schedule, allowed_head_counts, load_corpus
-from search.config import PrismSearchError, StudyConfig
+from prism import CorpusError, Schedule, allowed_head_counts, load_corpus
+from search import samplers
+from search.cache import DUPLICATE_ATTR
+from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig
+from search.constraints import is_feasible
+from search.early_stopping import budget_tokens
 from search.families import ScheduleFamily, make_family
+from search.references import Reference, parse_reference
 
 ATTR_CONFIG = "prism.config"
 ATTR_FINGERPRINT = "prism.corpus_fingerprint"
+ATTR_CONFIRMATION = "prism.confirmation"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def family_for(config: StudyConfig) -> ScheduleFamily:
-    return make_family(config.space.family, config.model.n_layer, allowed_head_counts(config.model_config_))
+    counts = allowed_head_counts(config.model_config_)
+    return make_family(config.space.family, config.model.n_layer, counts, config.space.late_zone)
+
+
+def references_for(config: StudyConfig) -> list[Reference]:
+    counts = allowed_head_counts(config.model_config_)
+    return [parse_reference(text, config.model.n_layer, counts, config.baseline.heads[0]) for text in config.space.references]
 
 
 def make_sampler(config: StudyConfig) -> optuna.samplers.BaseSampler:
-    if config.search.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=config.seed)
-    return optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=config.search.n_startup_trials)
+    return samplers.make_sampler(config, family_for(config))
 
 
 def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
-    """Pruner budgets are in training tokens, the unit every trial reports its intermediate values in."""
-    tokens_per_eval = config.train.eval_every * config.train.batch_size * config.model.block_size
-    min_resource = config.search.min_resource_evals * tokens_per_eval
-    max_resource = config.train.steps * config.train.batch_size * config.model.block_size
+    """Pruner budgets are in training tokens, the unit every trial reports its intermediate values in.
+    Multi-objective studies get no Optuna pruner: `search.early_stopping.RungStopping` stops their trials."""
+    min_resource, max_resource = budget_tokens(config)
     factor = config.search.reduction_factor
-    match config.search.pruner:
+    match config.search.pruner if len(config.search.objectives) == 1 else "none":
         case "hyperband":
             return optuna.pruners.HyperbandPruner(min_resource=min_resource, max_resource=max_resource, reduction_factor=factor)
         case "successive-halving":
@@ -63,7 +73,7 @@ def stored_config(study: optuna.Study) -> StudyConfig:
 
 def _comparable(config: StudyConfig) -> dict:
     """The parts of a config that must not change over a study's life (trial count, storage, workers may)."""
-    return config.model_dump(exclude={"n_trials", "storage", "resources"})
+    return config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir"})
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
@@ -79,7 +89,8 @@ def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
 def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, fingerprint: str) -> optuna.Study:
     """Create the study (baseline and references enqueued) or reopen it after checking nothing drifted."""
     study = optuna.create_study(
-        study_name=config.name, storage=storage, direction="minimize", load_if_exists=True,
+        study_name=config.name, storage=storage, load_if_exists=True,
+        directions=[OBJECTIVES[o] for o in config.search.objectives],
         sampler=make_sampler(config), pruner=make_pruner(config),
     )
     if ATTR_CONFIG in study.user_attrs:
@@ -98,12 +109,12 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
         return study
     study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
     study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
-    study.set_metric_names(["val_loss"])
+    study.set_metric_names(list(config.search.objectives))
     family = family_for(config)
     for k in range(config.search.baseline_seeds):
         enqueue(study, family, config.baseline, role="baseline", seed=config.seed + k)
-    for text in config.space.references:
-        enqueue(study, family, Schedule.parse(text), role="reference", seed=config.seed)
+    for ref in references_for(config):
+        enqueue(study, family, ref.schedule, role="reference", seed=config.seed, reference=ref.name)
     return study
 
 
@@ -114,7 +125,17 @@ def enqueue(study: optuna.Study, family: ScheduleFamily, schedule: Schedule, *, 
 
 
 def corpus_fingerprint(config: StudyConfig) -> str:
-    return load_corpus(config.data.corpus, config.data.val_fraction).fingerprint
+    """Load the corpus once up front, so a bad corpus fails here with one line, before Ray or the database."""
+    try:
+        corpus = load_corpus(config.data.corpus, config.data.val_fraction, **config.data.corpus_options())
+    except CorpusError as e:
+        raise ConfigError(f"data.corpus: {e}") from None
+    if corpus.vocab_size > config.model.vocab_size:
+        raise ConfigError(
+            f"model.vocab_size={config.model.vocab_size} is smaller than the corpus vocab {corpus.vocab_size}; "
+            f"set model.vocab_size = {corpus.vocab_size}"
+        )
+    return corpus.fingerprint
 
 
 @dataclass
@@ -130,17 +151,53 @@ class Summary:
     gap: float | None  # best - baseline (negative = better than uniform)
     gap_sigma: float | None  # gap in units of the difference's noise, sqrt(2) * noise_sd
     n_trials: int
+    objectives: list[str] = field(default_factory=lambda: ["val_loss"])
+    references: list[dict] = field(default_factory=list)  # name, schedule, val_loss, gap (paired)
+    pareto: list[dict] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
+    infeasible: int = 0  # finished trials below search.min_throughput_ratio
+    duplicates: int = 0  # trials served by the duplicate cache
+    confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: mean ± std per schedule
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def gap_text(self) -> str:
-        if self.gap is None:
+    def gap_text(self, gap: float | None = None) -> str:
+        gap = self.gap if gap is None else gap
+        if gap is None:
             return "n/a"
-        if self.noise_sd is None or self.gap_sigma is None:
-            return f"{self.gap:+.4f} (noise unknown: needs >= 2 finished baseline seeds)"
-        verdict = "" if abs(self.gap_sigma) >= 2 else ", inside the noise"
-        return f"{self.gap:+.4f} ± {math.sqrt(2) * self.noise_sd:.4f} ({self.gap_sigma:+.1f} σ{verdict})"
+        if self.noise_sd is None:
+            return f"{gap:+.4f} (noise unknown: needs >= 2 finished baseline seeds)"
+        sd = math.sqrt(2) * self.noise_sd
+        sigma = gap / sd if sd else math.inf * (gap or 1)
+        verdict = "" if abs(sigma) >= 2 else ", inside the noise"
+        return f"{gap:+.4f} ± {sd:.4f} ({sigma:+.1f} σ{verdict})"
+
+
+def val_loss(trial: FrozenTrial) -> float:
+    """The first objective is always val_loss (the config enforces it)."""
+    return trial.values[0]
+
+
+def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[FrozenTrial]:
+    """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
+    Baseline repeats and confirmation runs at other seeds measure noise; they don't compete."""
+    config = config or stored_config(study)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    paired = [t for t in complete if t.user_attrs.get("seed", config.seed) == config.seed and is_feasible(t)]
+    return sorted(paired, key=val_loss)
+
+
+def pareto_front(trials: list[FrozenTrial], directions: list[StudyDirection]) -> list[FrozenTrial]:
+    """Trials no other trial dominates (at least as good in every objective, better in one); one per schedule."""
+    signs = [1 if d == StudyDirection.MINIMIZE else -1 for d in directions]
+    keys = {t.number: [s * v for s, v in zip(signs, t.values)] for t in trials}
+
+    def dominates(a: list[float], b: list[float]) -> bool:
+        return all(x <= y for x, y in zip(a, b)) and a != b
+
+    front = [t for t in trials if not any(dominates(keys[o.number], keys[t.number]) for o in trials)]
+    unique = {t.user_attrs.get("schedule"): t for t in reversed(front)}  # a duplicate shares its original's values
+    return sorted(unique.values(), key=lambda t: t.number)
 
 
 def summarize(study: optuna.Study) -> Summary:
@@ -149,20 +206,27 @@ def summarize(study: optuna.Study) -> Summary:
     counts = {s.name: 0 for s in TrialState}
     for t in trials:
         counts[t.state.name] += 1
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None]
-    # best among trials at the study seed only: baseline repeats at other seeds measure noise, they don't compete
-    paired_set = [t for t in complete if t.user_attrs.get("seed", config.seed) == config.seed]
-    best: FrozenTrial | None = min(paired_set, key=lambda t: t.value, default=None)
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
+    best: FrozenTrial | None = next(iter(ranked(study, config)), None)
     baselines = [t for t in complete if t.user_attrs.get("role") == "baseline"]
-    paired = next((t.value for t in baselines if t.user_attrs.get("seed") == config.seed), None)
-    noise = statistics.stdev([t.value for t in baselines]) if len(baselines) >= 2 else None
-    gap = best.value - paired if best is not None and paired is not None else None
+    paired = next((val_loss(t) for t in baselines if t.user_attrs.get("seed") == config.seed), None)
+    noise = statistics.stdev([val_loss(t) for t in baselines]) if len(baselines) >= 2 else None
+    gap = val_loss(best) - paired if best is not None and paired is not None else None
     sigma = gap / (math.sqrt(2) * noise) if gap is not None and noise else None
+    references = [
+        {"name": t.user_attrs.get("reference", t.user_attrs["schedule"]), "schedule": t.user_attrs["schedule"],
+         "val_loss": val_loss(t), "gap": val_loss(t) - paired if paired is not None else None}
+        for t in complete if t.user_attrs.get("role") == "reference"
+    ]
+    pareto = [
+        {"number": t.number, "schedule": t.user_attrs.get("schedule"), **dict(zip(config.search.objectives, t.values))}
+        for t in (pareto_front(ranked(study, config), study.directions) if len(config.search.objectives) > 1 else [])
+    ]
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
         best_schedule=best.user_attrs.get("schedule") if best else None,
-        best_value=best.value if best else None,
+        best_value=val_loss(best) if best else None,
         best_number=best.number if best else None,
         baseline_schedule=str(config.baseline),
         baseline_value=paired,
@@ -170,4 +234,10 @@ def summarize(study: optuna.Study) -> Summary:
         gap=gap,
         gap_sigma=sigma,
         n_trials=config.n_trials,
+        objectives=list(config.search.objectives),
+        references=sorted(references, key=lambda r: r["val_loss"]),
+        pareto=sorted(pareto, key=lambda p: p["val_loss"]),
+        infeasible=sum(not is_feasible(t) for t in trials if t.state in FINISHED),
+        duplicates=sum(DUPLICATE_ATTR in t.user_attrs for t in trials if t.state in FINISHED),
+        confirmation=json.loads(study.user_attrs.get(ATTR_CONFIRMATION, "[]")),
     )

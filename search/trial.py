@@ -3,17 +3,22 @@
 `TrialSession` runs one trial an evaluation interval at a time. The search driver wraps it in a Ray actor
 (local or on a cluster) and decides between intervals whether to prune; tests and in-process callers use
 `run_trial`. Specs and results are plain picklable values, and a session never touches the database.
+
+Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
+keep_checkpoints="all") and names the directory in `TrainResult.extra["checkpoint"]`; deciding which ones
+to keep for "best" is the driver's job, since only it knows the study's best trial.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from prism import EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus
+from prism import Corpus, EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
 
 
 class CorpusMismatch(RuntimeError):
@@ -31,6 +36,31 @@ class TrialSpec:
     val_fraction: float
     corpus_fingerprint: str
     threads: int = 1
+    baseline: str | None = None  # uniform schedule whose tokens/s the trial's is compared with (None: skip)
+    probe_steps: int = 8
+    corpus_options: dict = field(default_factory=dict)  # load_corpus keywords: tokenizer, vocab_size, token_dtype
+    checkpoint_dir: str | None = None  # where this trial's model goes; None: keep nothing
+    keep_checkpoints: str = "none"  # best | all | none: "all" also saves pruned trials
+
+
+def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
+    """(tokens/s of spec.schedule / tokens/s of spec.baseline, baseline tokens/s), timed in this process.
+
+    Both schedules train from fresh weights on the same batches, one step each in turn, `probe_steps` steps;
+    each schedule's speed is its fastest step (the first, which pays one-off set-up, excluded): under other
+    load on the machine the fastest step is the one least disturbed, and alternating exposes both to the same load.
+    """
+    cfg = replace(spec.train, steps=spec.probe_steps + 1, warmup_steps=0, eval_every=1, eval_batches=1)
+    trainers = {text: Trainer(spec.model, Schedule.parse(text), cfg, corpus) for text in (spec.schedule, spec.baseline)}
+    fastest = dict.fromkeys(trainers, math.inf)
+    for step in range(cfg.steps):
+        for text, trainer in trainers.items():
+            before = trainer.train_time
+            trainer.run_to_next_eval()
+            if step:
+                fastest[text] = min(fastest[text], trainer.train_time - before)
+    tokens_per_step = cfg.batch_size * spec.model.block_size
+    return fastest[spec.baseline] / fastest[spec.schedule], tokens_per_step / fastest[spec.baseline]
 
 
 class TrialSession:
@@ -38,37 +68,55 @@ class TrialSession:
 
     def __init__(self) -> None:
         self.trainer: Trainer | None = None
+        self.spec: TrialSpec | None = None
+        self.corpus: Corpus | None = None
 
     def start(self, spec: TrialSpec) -> dict:
         """Build the model and data for `spec`; returns where it runs. No training yet."""
         torch.set_num_threads(spec.threads)  # Ray's OMP_NUM_THREADS alone leaves torch on one thread
-        corpus = load_corpus(spec.corpus, spec.val_fraction)
+        corpus = load_corpus(spec.corpus, spec.val_fraction, **spec.corpus_options)
         if corpus.fingerprint != spec.corpus_fingerprint:
             raise CorpusMismatch(
                 f"corpus {spec.corpus!r} on {socket.gethostname()} has fingerprint {corpus.fingerprint}, "
                 f"the study was created with {spec.corpus_fingerprint}; use the same corpus files everywhere"
             )
         self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
+        self.spec, self.corpus = spec, corpus
         return {"host": socket.gethostname(), "pid": os.getpid(), "device": str(self.trainer.device)}
 
     def advance(self) -> EvalPoint | TrainResult:
         """Train to the next evaluation; the final result once the budget is spent."""
         assert self.trainer is not None, "start() a trial first"
         if self.trainer.done:
-            return self.stop()
+            return self._end(save=self.spec.keep_checkpoints != "none")
         return self.trainer.run_to_next_eval()
 
     def stop(self) -> TrainResult:
-        """End the trial now (finished or pruned) and free its model."""
+        """End the trial now (pruned, or finished after its last evaluation) and free its model."""
         assert self.trainer is not None, "start() a trial first"
-        result, self.trainer = self.trainer.result(), None
+        save = self.spec.keep_checkpoints == "all" or (self.trainer.done and self.spec.keep_checkpoints != "none")
+        return self._end(save)
+
+    def _end(self, save: bool) -> TrainResult:
+        result, trainer, spec = self.trainer.result(), self.trainer, self.spec
+        self.trainer = None
+        if save and spec.checkpoint_dir:
+            data = {"name": spec.corpus, "val_fraction": spec.val_fraction, **spec.corpus_options}
+            path = save_checkpoint(trainer.model, spec.checkpoint_dir, study=spec.study, trial=spec.number, data=data,
+                                   corpus_fingerprint=spec.corpus_fingerprint, train=trainer.cfg.__dict__,
+                                   result=result.to_dict())
+            result.extra["checkpoint"] = str(path)
+        if spec.baseline is not None:
+            ratio, uniform = throughput_ratio(spec, self.corpus)
+            result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
         return result
 
 
 def result_attrs(result: TrainResult) -> dict:
     """How a result is stored on its Optuna trial (user attrs): the same for every path that stores one."""
     keys = ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens")
-    return {k: getattr(result, k) for k in keys} | {"curve": [[p.tokens, p.val_loss] for p in result.curve]}
+    curve = [[p.tokens, p.val_loss] for p in result.curve]
+    return {k: getattr(result, k) for k in keys} | {"curve": curve} | dict(result.extra)
 
 
 def run_trial(spec: TrialSpec, should_stop=lambda point: False) -> TrainResult:

@@ -19,10 +19,10 @@ def undelivered_path(study_name: str) -> Path:
     return Path.cwd() / f"prism-search-undelivered-{study_name}.jsonl"
 
 
-def save_undelivered(study_name: str, number: int, state: TrialState, value: float, attrs: dict) -> Path:
+def save_undelivered(study_name: str, number: int, state: TrialState, values: list[float], attrs: dict) -> Path:
     path = undelivered_path(study_name)
     with path.open("a") as f:
-        f.write(json.dumps({"number": number, "state": state.name, "value": value, "attrs": attrs}) + "\n")
+        f.write(json.dumps({"number": number, "state": state.name, "values": values, "attrs": attrs}) + "\n")
     return path
 
 
@@ -48,7 +48,7 @@ def deliver_undelivered(study: optuna.Study) -> list[int]:
             storage.set_trial_user_attr(trial._trial_id, "pruned_at_tokens", attrs["tokens"])
             study.tell(trial.number, state=TrialState.PRUNED)
         else:
-            study.tell(trial.number, record["value"])
+            study.tell(trial.number, record["values"])
         delivered.append(trial.number)
     path.unlink()
     return delivered

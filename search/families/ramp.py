@@ -12,6 +12,7 @@ results by the decoded schedule, never by the raw parameters.
 from __future__ import annotations
 
 import bisect
+import math
 from typing import Any, Iterator
 
 import optuna
@@ -42,3 +43,6 @@ class RampFamily(ScheduleFamily):
 
     def enumerate(self) -> Iterator[Schedule]:
         return iter(enumerate_monotone(self.n_layer, self.counts))
+
+    def size(self) -> int:
+        return math.comb(self.n_layer + len(self.counts) - 1, len(self.counts) - 1)  # stars and bars

@@ -16,7 +16,7 @@ import torch
 from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
-from search.config import PrismSearchError, StudyConfig
+from search.config import PrismSearchError
 from search.priors._files import read_versioned_json
 from search.priors.zones import MIN_STRENGTH, detect_zones
 
@@ -59,31 +59,20 @@ def _load_folder(path: Path) -> tuple[PrismLM, str]:
         raise AuditError(f"{path}: cannot load the model ({str(e).splitlines()[0]})") from None
 
 
-def checkpoint_root(config: StudyConfig) -> Path:
-    """Checkpoints live beside a SQLite database, else under ./checkpoints; one folder per study."""
-    base = Path(config.storage.removeprefix("sqlite:///")).parent if config.storage.startswith("sqlite:///") else Path(".")
-    return (base / "checkpoints" / config.name).resolve()
-
-
-def trial_checkpoint_dir(root: Path, number: int) -> Path:
-    return root / f"trial-{number:04d}"
-
-
 def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
     from search.storage import open_storage
-    from search.study import load_study, stored_config
+    from search.checkpoints import ATTR_CHECKPOINT
+    from search.study import load_study
 
     study = load_study(study_name, open_storage(storage_url))
     trials = study.get_trials(deepcopy=False)
     if number >= len(trials):
         raise AuditError(f"study {study_name!r} has no trial {number} (it has {len(trials)}); check STUDY:TRIAL")
-    path = trials[number].user_attrs.get("checkpoint")
-    if not path and trial_checkpoint_dir(checkpoint_root(stored_config(study)), number).is_dir():
-        path = str(trial_checkpoint_dir(checkpoint_root(stored_config(study)), number))
+    path = trials[number].user_attrs.get(ATTR_CHECKPOINT)
     if not path:
         raise AuditError(
             f"trial {number} of study {study_name!r} has no checkpoint; rerun it with checkpoints kept "
-            "(e.g. `run --prior auto` keeps the baseline's) or audit a checkpoint folder"
+            "(keep_checkpoints = \"all\"; `run --prior auto` keeps the baseline's) or audit a checkpoint folder"
         )
     if not Path(path).is_dir():
         raise AuditError(f"trial {number} of study {study_name!r}: checkpoint folder {path!r} is gone; audit another source")

@@ -22,14 +22,14 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from prism import Schedule, ScheduleError, save_checkpoint, validate
+from prism import Schedule, ScheduleError, validate
 from search.config import PrismSearchError, StudyConfig
-from search.priors.audit import AuditError, audit_model, checkpoint_root, load_source, trial_checkpoint_dir
+from search.checkpoints import ATTR_CHECKPOINT
+from search.priors.audit import AuditError, audit_model, load_source
 from search.priors._files import read_versioned_json
 from search.priors.mapping import onset_and_late, rank_schedules
 from search.priors.zones import Zone
 from search.study import enqueue, family_for
-from search.trial import TrialSession
 
 PRIOR_FORMAT = "prism-prior/1"
 ATTR_PRIOR = "prism.prior"
@@ -159,22 +159,11 @@ def narrow_sampler(study: optuna.Study, config: StudyConfig) -> None:
 
 
 # -- --prior auto ------------------------------------------------------------------------------------------
-def checkpointing_session(root: Path) -> type[TrialSession]:
-    """A TrialSession that saves each finished model under `root`. Defined in a closure so Ray ships `root`
-    with the class to every worker (cloudpickle sends closure-defined classes by value)."""
-
-    class CheckpointingSession(TrialSession):
-        def start(self, spec):
-            self.number = spec.number
-            return super().start(spec)
-
-        def stop(self):
-            model = self.trainer.model
-            result = super().stop()
-            save_checkpoint(model, trial_checkpoint_dir(root, self.number), result={"final_val_loss": result.final_val_loss})
-            return result
-
-    return CheckpointingSession
+def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
+    """The config the baselines of `--prior auto` run under: every trial keeps its checkpoint (the baseline's is
+    audited). Later trials follow the study's own keep_checkpoints; with "best" the baseline's goes once beaten,
+    its profile stays in the study (ATTR_AUDIT)."""
+    return config.model_copy(update={"keep_checkpoints": "all"})
 
 
 def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
@@ -187,10 +176,10 @@ def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
 def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4) -> dict:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
     trial = paired_baseline(study, config)
-    path = trial_checkpoint_dir(checkpoint_root(config), trial.number)
-    if not path.is_dir():
-        raise AuditError(f"baseline trial {trial.number} of {config.name!r} has no checkpoint at {path}; "
-                         "--prior auto needs the baseline trained by the same `run --prior auto`")
+    path = trial.user_attrs.get(ATTR_CHECKPOINT)
+    if not path:
+        raise AuditError(f"baseline trial {trial.number} of {config.name!r} kept no checkpoint; --prior auto needs "
+                         "the baseline trained by the same `run --prior auto`")
     model, _ = load_source(str(path), config.storage)
     profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
     prior = make_prior(profile, config, top_k)

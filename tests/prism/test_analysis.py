@@ -332,3 +332,26 @@ def test_format_profile():
     assert lines[-1].split()[-1] == "-"  # last layer has no depth curvature
     assert "nan" in lines[1]
     assert [line.split()[2] for line in lines[1:]] == ["1", "2", "4"]
+
+
+def test_layer_profile_of_a_real_model_with_known_uniform_attention():
+    """Zero q/k weights make every head of a real PrismLM attend uniformly: distance i/2 at row i, entropy log(i+1)."""
+    from prism import ModelConfig, PrismLM, Schedule
+
+    cfg = ModelConfig(n_layer=3, d_model=64, block_size=16, dh_min=16, dh_max=64,
+                      positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=False)
+    torch.manual_seed(0)
+    model = PrismLM(cfg, Schedule.parse("1x1,2x1,4x1")).eval()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv.weight[: 2 * cfg.d_model] = 0  # q and k rows
+            block.attn.qkv.bias[: 2 * cfg.d_model] = 0
+        rows = layer_profile(model.trace(torch.randint(0, 256, (2, 16))))
+    T = 16
+    assert [r.n_heads for r in rows] == [1, 2, 4] and [len(r.mad_heads) for r in rows] == [1, 2, 4]
+    for r in rows:
+        assert r.mad_heads == pytest.approx([mean_i(lambda i: i / 2, T)] * r.n_heads, abs=1e-4)
+        assert r.mad_relative == pytest.approx(0.5, abs=1e-5)
+        assert r.attn_entropy == pytest.approx(mean_i(lambda i: math.log(i + 1), T), abs=1e-4)
+        assert 0 <= r.token_curvature <= math.pi and 0 <= r.matrix_entropy <= 1
+    assert rows[-1].depth_curvature is None and all(0 <= r.depth_curvature <= math.pi for r in rows[:-1])

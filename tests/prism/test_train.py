@@ -44,3 +44,20 @@ def test_schedule_lr_warmup_and_cosine():
     cfg = TrainConfig(steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
     assert cfg.lr_at(0) == pytest.approx(0.1) and cfg.lr_at(9) == pytest.approx(1.0)
     assert cfg.lr_at(100) == pytest.approx(0.1) and 0.1 < cfg.lr_at(50) < 1.0
+
+
+def test_bf16_autocast_runs_the_same_code_on_cpu():
+    corpus = load_corpus()
+    fp32 = Trainer(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "steps": 20}), corpus)
+    bf16 = Trainer(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "steps": 20, "precision": "bf16"}), corpus)
+    assert fp32.autocast_dtype is None and bf16.autocast_dtype is torch.bfloat16
+    a, b = [fp32.run_to_next_eval() for _ in range(2)], [bf16.run_to_next_eval() for _ in range(2)]
+    assert b[1].val_loss < b[0].val_loss < math.log(256) + 0.5
+    assert a[1].val_loss != b[1].val_loss  # autocast really changed the arithmetic
+    assert abs(a[1].val_loss - b[1].val_loss) < 0.1
+    assert all(p.dtype == torch.float32 for p in bf16.model.parameters())  # master weights stay fp32
+
+
+def test_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="precision='fp16' is not one of auto, fp32, bf16"):
+        TrainConfig(precision="fp16")

@@ -1,6 +1,7 @@
 import pytest
 
 from search.config import ConfigError, load_config, parse_config
+from search.study import references_for
 
 
 def test_tiny_config_loads_with_defaults(tiny_config):
@@ -18,10 +19,11 @@ def test_tiny_config_loads_with_defaults(tiny_config):
         ({"name": "x", "train": {"steps": 0}}, "train.steps: .*greater than 0"),
         ({"name": "x", "space": {"baseline_heads": 3}}, "space.baseline_heads=3 is not allowed for d_model=128"),
         ({"name": "x", "space": {"references": ["3x6"]}}, "space.references '3x6'.*do not divide d_model=128"),
-        ({"name": "x", "space": {"family": "zigzag"}}, "space.family: 'zigzag' is not valid; input should be 'ramp' or 'uniform'"),
+        ({"name": "x", "space": {"family": "zigzag"}}, r"space.family: 'zigzag' is not valid; input should be 'ramp', 'ramp\+late', 'free' or 'uniform'"),
         ({"name": "x", "model": {"d_model": 100}}, "no power-of-two head dim .* divides d_model=100"),
         ({"name": "x", "data": {"corpus": "wiki"}}, "data.corpus: unknown corpus 'wiki'"),
         ({}, "name: required field is missing"),
+        ({"name": "x", "resources": {"gpus_per_trial": 1.5}}, "resources.gpus_per_trial: 1.5 GPUs: .*use 1 or 2"),
     ],
 )
 def test_bad_config_gives_one_line_error_naming_the_field(data, message):
@@ -37,3 +39,37 @@ def test_missing_file_and_bad_toml(tmp_path):
     bad.write_text("name = \n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
+
+
+@pytest.mark.parametrize(
+    "search, space, message",
+    [
+        ({"sampler": "cmaes"}, {}, r"search.sampler: 'cmaes' is not valid; input should be 'tpe', 'gp', 'nsga2', 'random' or 'grid'"),
+        ({"pruner": "asha"}, {}, r"search.pruner: 'asha' is not valid"),
+        ({}, {"family": "ramp+late", "late_zone": [0.7, 0.8]}, r"space.family='ramp\+late': late zone 0.7-0.8 holds no layer of n_layer=6"),
+        ({}, {"late_zone": [0.9, 0.5]}, r"space.late_zone: \[0.9, 0.5\] must satisfy 0 < start <= end < 1"),
+        ({"sampler": "grid"}, {"family": "free"}, r"search.sampler='grid' cannot enumerate the 15,625 schedules of the 'free' space"),
+        ({"objectives": ["val_loss", "tokens_per_s"]}, {}, r"pruner='hyperband' cannot stop multi-objective trials"),
+        ({"objectives": ["tokens_per_s"]}, {}, r"search.objectives: \['tokens_per_s'\] must be \['val_loss'\] or"),
+        ({"objectives": ["val_loss", "val_loss"]}, {}, r"search.objectives: .* no repeats"),
+        ({"min_throughput_ratio": 0}, {}, r"search.min_throughput_ratio: Input should be greater than 0"),
+        ({}, {"references": ["fancy"]}, r"space.references 'fancy': unknown reference name 'fancy'; use .* paper-ramp"),
+    ],
+)
+def test_bad_search_settings_are_one_line_errors(search, space, message):
+    # 6 layers, d_model 256, head dims 16-256: counts 1, 2, 4, 8, 16, so the free space holds 5^6 = 15,625
+    data = {"name": "x", "model": {"d_model": 256, "dh_min": 16, "dh_max": 256}, "search": search, "space": space}
+    with pytest.raises(ConfigError, match=message) as info:
+        parse_config(data, "config")
+    assert "\n" not in str(info.value)
+
+
+def test_paper_ramp_reaches_the_baseline_count_by_relative_depth_029():
+    config = parse_config({"name": "x", "model": {"n_layer": 12, "d_model": 256, "dh_min": 32, "dh_max": 256},
+                           "space": {"references": ["paper-ramp", "wide-early=1x4,4x8"]}})
+    assert str(config.baseline) == "4x12"  # head dim 64
+    refs = references_for(config)
+    assert [r.name for r in refs] == ["paper-ramp", "wide-early"]
+    # counts 1, 2, 4 up to the baseline's 4 heads by layer ceil(0.29 * 12) = 4, then 4 heads to the end
+    assert str(refs[0].schedule) == "1x2,2x2,4x8"
+    assert str(refs[1].schedule) == "1x4,4x8"

@@ -4,15 +4,18 @@ import optuna
 import pytest
 
 from prism import ModelConfig, Schedule, allowed_head_counts, is_valid
-from search.families import RampFamily, UniformFamily, make_family
+from search.families import FreeFamily, RampFamily, RampLateFamily, UniformFamily, make_family
 
 CFG = ModelConfig(n_layer=6, d_model=256, dh_min=32, dh_max=256)
 COUNTS = allowed_head_counts(CFG)
 
 
-def test_ramp_space_size_is_stars_and_bars():
-    family = RampFamily(CFG.n_layer, COUNTS)
-    assert family.size() == math.comb(CFG.n_layer + len(COUNTS) - 1, len(COUNTS) - 1)
+@pytest.mark.parametrize("n_layer, k", [(6, 4), (3, 3), (12, 3), (5, 1)])
+def test_ramp_space_size_is_stars_and_bars(n_layer, k):
+    family = RampFamily(n_layer, [2**i for i in range(k)])
+    members = set(family.enumerate())  # counted, not computed: size() is the formula itself
+    assert len(members) == family.size() == math.comb(n_layer + k - 1, k - 1)
+    assert all(s.is_monotone for s in members)
 
 
 def test_every_sampled_ramp_schedule_is_valid_and_monotone():
@@ -43,3 +46,43 @@ def test_uniform_family_and_factory():
     assert family.params_for(Schedule.parse("2x4")) == {"heads": 2}
     with pytest.raises(ValueError, match="unknown schedule family"):
         make_family("zigzag", 4, [1, 2])
+
+
+@pytest.mark.parametrize("name", ["ramp", "ramp+late", "free", "uniform"])
+def test_every_family_enumerates_its_size_distinct_valid_members_and_inverts(name):
+    family = make_family(name, CFG.n_layer, COUNTS)
+    members = list(family.enumerate())
+    assert len(members) == len(set(members)) == family.size()
+    for schedule in members:
+        assert is_valid(schedule, CFG) and family.contains(schedule)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(200):  # every parameter vector decodes to a member, never to anything else
+        trial = study.ask()
+        assert family.suggest(trial) in set(members)
+        study.tell(trial, 0.0)
+
+
+def test_ramp_late_is_a_ramp_a_plateau_and_one_rise_in_the_late_zone():
+    family = RampLateFamily(12, [1, 2, 4, 8])  # zone 0.75-0.9 of 12 layers: layers 9 and 10
+    assert (family.first, family.last) == (9, 10)
+    members = set(family.enumerate())
+    assert Schedule.parse("1x3,2x3,4x3,4x1,8x2") in members  # ramp to 4, plateau, rise to 8 at layer 10
+    assert Schedule.parse("1x3,2x6,8x3") in members  # rise at layer 9, the zone's first layer
+    assert not family.contains(Schedule.parse("1x3,2x8,8x1"))  # rise at layer 11: outside the zone
+    assert not family.contains(Schedule.parse("1x9,2x1,4x1,8x1"))  # two rises inside the zone
+    assert not family.contains(Schedule.parse("2x6,1x6"))  # not monotone
+    for schedule in members:
+        rises = [l for l in range(9, 12) if schedule.heads[l] > schedule.heads[l - 1]]
+        assert schedule.is_monotone and len(rises) <= 1 and all(9 <= l <= 10 for l in rises)
+    assert family.params_for(Schedule.parse("1x3,2x6,8x3")) == {
+        "ramp_1": 3, "ramp_2": 9, "ramp_3": 9, "late_layer": 9, "late_jump": 2}
+
+
+def test_free_family_holds_non_monotone_schedules():
+    family = FreeFamily(3, [1, 2, 4])
+    assert family.size() == 27 and family.contains(Schedule.parse("4x1,1x1,2x1"))
+
+
+def test_a_late_zone_without_layers_is_refused():
+    with pytest.raises(ValueError, match="late zone 0.75-0.9 holds no layer of n_layer=3"):
+        RampLateFamily(3, [1, 2, 4])

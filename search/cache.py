@@ -1,0 +1,81 @@
+"""Duplicate cache: a schedule is trained at most once per seed in a study.
+
+Families map many parameter vectors to one schedule and samplers re-propose schedules they have seen (TPE often
+does, even while the first copy still runs). A study's model, training config and corpus never change (the
+stored config and corpus fingerprint guard that), so (schedule, seed) identifies a training run. A trial whose
+key matches a COMPLETE or PRUNED trial gets that trial's stored result; one whose key matches a RUNNING trial
+waits for it (holding no worker) and then gets its result. Either way it carries user attr `duplicate_of`.
+If the original fails, the waiting copy is failed too and its schedule queued again, so it trains for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import optuna
+import ray
+from optuna.trial import FrozenTrial, TrialState
+
+DUPLICATE_ATTR = "duplicate_of"
+WAIT_POLL_S = 1.0
+# attrs that describe the copy itself, not the training run it shares
+_OWN_ATTRS = {"role", "seed", "schedule", "worker", "retry_of", "error", "reference"}
+_USABLE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a waiting duplicate's poll returns: look at the original again."""
+
+    original_id: int
+
+
+@ray.remote(num_cpus=0)
+class _Clock:
+    """Wakes waiting duplicates. One async actor per driver: a poll is a cheap call, not a new worker process."""
+
+    async def after(self, wait: Wait, seconds: float) -> Wait:
+        await asyncio.sleep(seconds)
+        return wait
+
+
+_clocks: dict[str, ray.actor.ActorHandle] = {}  # per Ray job: a handle dies with its cluster connection
+
+
+def wait_for(original: FrozenTrial) -> ray.ObjectRef:
+    """A reference that becomes ready in WAIT_POLL_S seconds: the driver then looks at the original again."""
+    job = ray.get_runtime_context().get_job_id()
+    if job not in _clocks:
+        _clocks[job] = _Clock.remote()
+    return _clocks[job].after.remote(Wait(original._trial_id), WAIT_POLL_S)
+
+
+def find_original(study: optuna.Study, schedule: str, seed: int, number: int) -> FrozenTrial | None:
+    """The first finished trial that trained `schedule` at `seed`, else the first one training it now."""
+    matches = [
+        t for t in study.get_trials(deepcopy=False, states=_USABLE)
+        if t.number != number and DUPLICATE_ATTR not in t.user_attrs
+        and t.user_attrs.get("schedule") == schedule and t.user_attrs.get("seed") == seed
+    ]
+    finished = [t for t in matches if t.state != TrialState.RUNNING]
+    return (finished or matches or [None])[0]
+
+
+def copy_result(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial) -> TrialState:
+    """Tell `trial` exactly what `original` got: metrics, constraint, intermediate values, state and values."""
+    for key, value in original.user_attrs.items():
+        if key not in _OWN_ATTRS:
+            trial.set_user_attr(key, value)
+    trial.set_user_attr(DUPLICATE_ATTR, original.number)
+    for key, value in original.system_attrs.items():
+        if key.startswith("constraints"):
+            study._storage.set_trial_system_attr(trial._trial_id, key, value)
+    if original.state == TrialState.PRUNED:
+        if len(study.directions) == 1:  # a pruned single-objective trial's value is its last intermediate one
+            for step, value in sorted(original.intermediate_values.items()):
+                trial.report(value, step)
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        study.tell(trial, original.values)
+    return original.state

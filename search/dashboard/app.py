@@ -1,0 +1,179 @@
+"""The dashboard web app: a plain WSGI callable (stdlib server, no build step), read-only by construction.
+
+It only ever calls Optuna's read API (`get_all_studies`, `get_trials`), answers nothing but GET, and keeps one
+Optuna `_CachedStorage` for its whole life, so finished trials are read from the database once and each refresh
+of a running study only reads the trials that are still unfinished. An unreachable database is a page (503)
+that recovers by itself once the database is back; unknown studies and trials are 404 pages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socketserver
+import sys
+import threading
+from pathlib import Path
+from typing import Callable, Iterable
+from urllib.parse import parse_qs, unquote
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import optuna
+import sqlalchemy
+
+from search.config import PrismSearchError
+from search.dashboard import pages
+from search.dashboard.views import StudyView, study_view
+from search.storage import StorageError, mask_url, open_storage
+
+log = logging.getLogger("prism_search.dashboard")
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class DashboardError(PrismSearchError):
+    pass
+
+
+class _NotFound(Exception):
+    pass
+
+
+def open_readonly(url: str) -> optuna.storages.BaseStorage:
+    """The project's storage factory, minus its one side effect: SQLite would create a missing file."""
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///")
+        if path and path != ":memory:" and not Path(path).is_file():
+            raise StorageError(f"no database file at {path!r}; start a study first or fix --storage")
+    return optuna.storages._CachedStorage(open_storage(url))
+
+
+class Dashboard:
+    """WSGI app: `/`, `/study/NAME`, `/study/NAME/trial/N`, `/api/stamp[?study=NAME]`, `/static/plotly.min.js`."""
+
+    def __init__(self, storage_url: str):
+        self.url = storage_url
+        self.masked = mask_url(storage_url)
+        self._storage: optuna.storages.BaseStorage | None = None
+        self._lock = threading.Lock()
+        self._rows: dict = {}  # finished trials' rows, see study_view
+
+    # -- data --------------------------------------------------------------------------------------------
+    def storage(self) -> optuna.storages.BaseStorage:
+        with self._lock:  # open lazily and retry on every request until the database answers
+            if self._storage is None:
+                self._storage = open_readonly(self.url)
+            return self._storage
+
+    def study_names(self) -> list[str]:
+        return [s.study_name for s in self.storage().get_all_studies()]
+
+    def view(self, name: str) -> StudyView:
+        try:
+            study = optuna.load_study(study_name=name, storage=self.storage())
+        except KeyError:
+            raise _NotFound(f"no study named {name!r} in {self.masked}") from None
+        return study_view(study, self._rows)
+
+    def warm_up(self) -> None:
+        """Read every study once (at start, in the background) so the first page view is not the slow one."""
+        try:
+            for name in self.study_names():
+                self.view(name)
+        except Exception as e:  # the first request will show the same problem as a page
+            log.warning("warm-up of %s failed: %s", self.masked, mask_url(str(e).splitlines()[0] if str(e) else repr(e)))
+
+    # -- WSGI --------------------------------------------------------------------------------------------
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        root = environ.get("SCRIPT_NAME", "").rstrip("/") + "/"
+        try:
+            if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+                return self._send(start_response, "405 Method Not Allowed", "read-only dashboard: only GET", "text/plain")
+            status, body, kind = self._route(path, parse_qs(environ.get("QUERY_STRING", "")), root)
+        except _NotFound as e:
+            hint = f'<a href="{root}">all studies</a>'
+            status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
+        except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:
+            message = mask_url(str(e).splitlines()[0]) if str(e) else type(e).__name__
+            log.warning("storage %s: %s", self.masked, message)
+            status = "503 Service Unavailable"
+            body = pages.error_page("503", "Database unreachable", message, self.masked,
+                                    "Start the database or fix <code>--storage</code>, then reload this page.", root)
+            kind = "text/html"
+        except Exception:  # a bug: log it for the operator, show a page without internals to the browser
+            log.exception("dashboard error on %s", path)
+            status, kind = "500 Internal Server Error", "text/html"
+            body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
+        return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")
+
+    def _route(self, path: str, query: dict, root: str) -> tuple[str, str | bytes, str]:
+        parts = [unquote(p) for p in path.strip("/").split("/") if p]
+        ok = "200 OK"
+        if not parts:
+            views = [self.view(n) for n in self.study_names()]
+            return ok, pages.studies_page(views, self.masked, root), "text/html"
+        if parts == ["static", "plotly.min.js"]:
+            return ok, pages.plotly_js(), "application/javascript"
+        if parts == ["api", "stamp"]:
+            names = query.get("study") or self.study_names()
+            stamp = "-".join(self.view(n).stamp for n in names) or "empty"
+            return ok, json.dumps({"stamp": stamp}), "application/json"
+        if parts[0] == "study" and len(parts) == 2:
+            return ok, pages.study_page(self.view(parts[1]), self.masked, root), "text/html"
+        if parts[0] == "study" and len(parts) == 4 and parts[2] == "trial":
+            view = self.view(parts[1])
+            row = view.row(int(parts[3])) if parts[3].isdigit() else None
+            if row is None:
+                raise _NotFound(f"study {view.name!r} has no trial {parts[3]!r} (trials 0–{len(view.rows) - 1})")
+            return ok, pages.trial_page(view, row, self.masked, root), "text/html"
+        raise _NotFound(f"no page at {path!r}")
+
+    @staticmethod
+    def _send(start_response, status: str, body: str | bytes, kind: str, head: bool = False) -> list[bytes]:
+        data = body.encode() if isinstance(body, str) else body
+        headers = [("Content-Type", f"{kind}; charset=utf-8"), ("Content-Length", str(len(data))), ("X-Content-Type-Options", "nosniff")]
+        headers.append(("Cache-Control", "max-age=86400" if kind == "application/javascript" else "no-store"))
+        start_response(status, headers)
+        return [] if head else [data]
+
+
+# -- serving ----------------------------------------------------------------------------------------------
+
+class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (stdlib signature)
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+def bind_warning(host: str) -> str | None:
+    if host in LOCAL_HOSTS:
+        return None
+    return (f"warning: the dashboard is bound to {host}, not 127.0.0.1: anyone who can reach this port can read every "
+            "study in the storage (there is no login); bind 127.0.0.1 and use an SSH tunnel for remote viewing")
+
+
+def make_server_for(storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Dashboard | None = None) -> WSGIServer:
+    """A threaded WSGI server for the dashboard (port 0 picks a free port: see `server.server_port`)."""
+    try:
+        app = app or Dashboard(storage_url)
+        return make_server(host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler)
+    except OSError as e:
+        raise DashboardError(f"cannot listen on {host}:{port} ({e.strerror}); pass another --port or --host") from None
+
+
+def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080, out=sys.stderr) -> None:
+    server = make_server_for(storage_url, host, port)
+    threading.Thread(target=server.get_app().warm_up, daemon=True).start()
+    warning = bind_warning(host)
+    if warning:
+        print(warning, file=out)
+    print(f"prism-search dashboard on http://{host}:{server.server_port}/ reading {mask_url(storage_url)} (Ctrl-C stops)", file=out)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -1,0 +1,291 @@
+"""Plotly figures of a study and of one trial: pure functions of `StudyView`/`TrialRow`, None when there is no data.
+
+Point traces carry the trial number in `customdata`, so a click on a point opens that trial's page. Large
+studies stay cheap: learning curves and the worker timeline are one trace per state (segments separated by
+gaps), never one trace per trial.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+
+from search.dashboard.views import MIN_TRIALS_FOR_IMPORTANCE, StudyView, TrialRow, layer_importance, pareto_front
+
+ROLE_STYLE = {  # marker symbol, colour, size
+    "baseline": ("star", "#111111", 14),
+    "reference": ("diamond", "#e07b00", 11),
+    "search": ("circle", "#3b6fb6", 7),
+}
+STATE_COLOUR = {"COMPLETE": "#3b6fb6", "PRUNED": "#c44e52", "FAIL": "#7f7f7f", "RUNNING": "#55a868", "WAITING": "#cccccc"}
+
+
+class Figure(dict):
+    """A plotly figure as plain JSON data for plotly.js. No plotly.py validation: that cost seconds per page on
+    big studies, while these few trace types are easy to get right by hand (the browser tests draw each one)."""
+
+    def __init__(self, traces: dict | list[dict] | None = None):
+        super().__init__(data=[traces] if isinstance(traces, dict) else list(traces or []), layout={})
+
+    def add_trace(self, trace: dict) -> None:
+        self["data"].append(trace)
+
+    def update_yaxes(self, **kw) -> None:
+        self["layout"].setdefault("yaxis", {}).update(kw)
+
+    def to_json(self) -> str:
+        return json.dumps(self, separators=(",", ":"), allow_nan=False)
+
+
+def _time(t: datetime) -> str:
+    return t.replace(tzinfo=None).isoformat(sep=" ")  # plotly.js dates carry no time zone; Optuna stores naive ones
+
+
+def _layout(fig: Figure, title: str, x: str, y: str, **kw) -> Figure:
+    fig["layout"].update(
+        title=dict(text=title), height=kw.pop("height", 400), margin=dict(l=60, r=20, t=50, b=40),
+        legend=dict(orientation="h", y=-0.3), paper_bgcolor="white", plot_bgcolor="white", **kw,
+    )
+    for axis, text in (("xaxis", x), ("yaxis", y)):
+        fig["layout"].setdefault(axis, {}).update(title=dict(text=text), gridcolor="#eaeaea", zerolinecolor="#cccccc", automargin=True)
+    return fig
+
+
+def _label(r: TrialRow) -> str:
+    loss = f"{r.val_loss:.4f}" if r.val_loss is not None else "-"
+    return f"trial {r.number} ({r.role})<br>{r.schedule or '?'}<br>val loss {loss}"
+
+
+def _by_role(rows: list[TrialRow], x, y) -> list[dict]:
+    traces = []
+    for role, (symbol, colour, size) in ROLE_STYLE.items():
+        mine = [r for r in rows if r.role == role] if role != "search" else [r for r in rows if r.role not in ("baseline", "reference")]
+        if mine:
+            traces.append(dict(type="scatter", 
+                x=[x(r) for r in mine], y=[y(r) for r in mine], mode="markers", name=role,
+                marker=dict(symbol=symbol, color=colour, size=size, line=dict(width=0.5, color="white")),
+                customdata=[r.number for r in mine], text=[_label(r) for r in mine], hoverinfo="text",
+            ))
+    return traces
+
+
+def _complete(view: StudyView) -> list[TrialRow]:
+    return [r for r in view.rows if r.state == "COMPLETE" and r.val_loss is not None]
+
+
+# -- study figures --------------------------------------------------------------------------------------
+
+def history(view: StudyView) -> Figure | None:
+    """Val loss of every completed trial by trial number, with the best so far."""
+    done = _complete(view)
+    if not done:
+        return None
+    fig = Figure(_by_role(done, lambda r: r.number, lambda r: r.val_loss))
+    best, xs, ys = math.inf, [], []
+    for r in done:
+        best = min(best, r.val_loss)
+        xs.append(r.number)
+        ys.append(best)
+    fig.add_trace(dict(type="scatter", x=xs, y=ys, mode="lines", name="best so far", line=dict(shape="hv", color="#55a868"), hoverinfo="skip"))
+    return _layout(fig, "Optimisation history", "trial", "val loss")
+
+
+def pareto(view: StudyView) -> Figure | None:
+    """Val loss against training throughput; the front is what a user picks from."""
+    done = [r for r in _complete(view) if r.tokens_per_s is not None]
+    if len(done) < 2:
+        return None
+    fig = Figure(_by_role(done, lambda r: r.tokens_per_s, lambda r: r.val_loss))
+    front = sorted((done[i] for i in pareto_front([(r.val_loss, r.tokens_per_s) for r in done])), key=lambda r: r.tokens_per_s)
+    fig.add_trace(dict(type="scatter", 
+        x=[r.tokens_per_s for r in front], y=[r.val_loss for r in front], mode="lines+markers", name="Pareto front",
+        line=dict(color="#c44e52", dash="dot"), marker=dict(size=5, color="#c44e52"),
+        customdata=[r.number for r in front], text=[_label(r) for r in front], hoverinfo="text",
+    ))
+    return _layout(fig, "Pareto front: val loss × throughput", "training tokens/s (higher is better)", "val loss (lower is better)")
+
+
+def importance(view: StudyView) -> Figure | None:
+    """How much each layer's head count explains val loss (PED-ANOVA over the decoded per-layer counts)."""
+    scores = layer_importance(view.rows)
+    if scores is None:
+        return None
+    layers = list(scores)
+    fig = Figure(dict(type="bar", 
+        x=[f"layer {i}" for i in layers], y=[scores[i] for i in layers], marker_color="#3b6fb6",
+        text=[f"{scores[i]:.2f}" for i in layers], textposition="outside", hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+    ))
+    return _layout(fig, "Per-layer importance of the head count (PED-ANOVA)", "layer", "importance (sums to 1)", showlegend=False)
+
+
+def heatmap(view: StudyView) -> Figure | None:
+    """Trials x layers, colour = log2 heads, best trial on top: which schedules win, at a glance."""
+    done = sorted((r for r in _complete(view) if r.heads), key=lambda r: r.val_loss)
+    if not done:
+        return None
+    n_layer = max(len(r.heads) for r in done)
+    z = [[math.log2(h) for h in r.heads] + [None] * (n_layer - len(r.heads)) for r in done]
+    text = [[f"{h} heads" for h in r.heads] for r in done]
+    fig = Figure(dict(type="heatmap", 
+        z=z, x=[f"L{i}" for i in range(n_layer)], y=list(range(1, len(done) + 1)), colorscale="Viridis",
+        customdata=[[r.number] * n_layer for r in done], text=text,
+        hovertemplate="rank %{y}: trial %{customdata}<br>%{x}: %{text}<extra></extra>",
+        colorbar=dict(title=dict(text="log2 heads")),
+    ))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, "Schedules sorted by val loss (rank 1 = best)", "layer", "rank", height=max(380, min(900, 40 + 14 * len(done))))
+
+
+def curves(view: StudyView) -> Figure | None:
+    """Learning curves (val loss by training tokens); pruned trials in red, ending in a cross where they stopped."""
+    shown = [r for r in view.rows if r.curve and r.state in ("COMPLETE", "PRUNED", "RUNNING")]
+    if not shown:
+        return None
+    fig = Figure()
+    for state in ("COMPLETE", "RUNNING", "PRUNED"):
+        mine = [r for r in shown if r.state == state]
+        if not mine:
+            continue
+        xs, ys, ids = [], [], []
+        for r in mine:
+            for tokens, loss in r.curve:
+                xs.append(tokens)
+                ys.append(loss)
+                ids.append(r.number)
+            xs.append(None), ys.append(None), ids.append(None)
+        fig.add_trace(dict(type="scatter",  # hover via a template, not a string per point: 5,000 trials stay small
+            x=xs, y=ys, mode="lines+markers", name=state.lower(), customdata=ids,
+            hovertemplate=f"trial %{{customdata}} ({state.lower()})<br>%{{x:,}} tokens: %{{y:.4f}}<extra></extra>",
+            line=dict(width=1, color=STATE_COLOUR[state]), marker=dict(size=4), opacity=0.7, connectgaps=False,
+        ))
+        if state == "PRUNED":
+            ends = [r for r in mine if r.curve]
+            fig.add_trace(dict(type="scatter", 
+                x=[r.curve[-1][0] for r in ends], y=[r.curve[-1][1] for r in ends], mode="markers", name="pruned here",
+                marker=dict(symbol="x", size=9, color=STATE_COLOUR["PRUNED"]), customdata=[r.number for r in ends],
+                text=[f"trial {r.number} pruned at {r.curve[-1][0]:,.0f} tokens" for r in ends], hoverinfo="text",
+            ))
+    base = view.baseline
+    if base is not None and base.curve:
+        fig.add_trace(dict(type="scatter", 
+            x=[c[0] for c in base.curve], y=[c[1] for c in base.curve], mode="lines+markers", name=f"uniform baseline (trial {base.number})",
+            line=dict(width=3, color="#111111"), customdata=[base.number] * len(base.curve), text=[_label(base)] * len(base.curve), hoverinfo="text",
+        ))
+    return _layout(fig, "Learning curves", "training tokens", "val loss")
+
+
+def timeline(view: StudyView) -> Figure | None:
+    """Which worker ran which trial when: gaps show idle workers, red bars pruned trials."""
+    rows = [r for r in view.rows if r.start is not None]
+    if not rows:
+        return None
+    now = max((r.complete or r.start) for r in rows)
+    workers = sorted({r.worker or "unknown" for r in rows})
+    fig = Figure()
+    for state, colour in STATE_COLOUR.items():
+        mine = [r for r in rows if r.state == state]
+        if not mine:
+            continue
+        xs, ys, ids = [], [], []
+        for r in mine:
+            end = r.complete or now
+            xs += [_time(r.start), _time(end), None]
+            ys += [r.worker or "unknown"] * 2 + [None]
+            ids += [r.number, r.number, None]
+        fig.add_trace(dict(type="scatter",
+            x=xs, y=ys, mode="lines+markers", name=state.lower(), line=dict(width=10, color=colour),
+            marker=dict(size=3, color=colour), customdata=ids, connectgaps=False,
+            hovertemplate=f"trial %{{customdata}} ({state.lower()})<br>%{{x}}<br>%{{y}}<extra></extra>",
+        ))
+    fig.update_yaxes(categoryorder="array", categoryarray=workers)
+    return _layout(fig, "Worker timeline", "time", "worker", height=max(300, 120 + 40 * len(workers)))
+
+
+def study_figures(view: StudyView) -> list[tuple[str, Figure | None, str]]:
+    """(id, figure or None, note shown when None) in page order; shared by the study page and the report."""
+    importance_note = f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} completed trials whose layers' head counts vary"
+    return [
+        ("history", history(view), "no completed trials yet"),
+        ("pareto", pareto(view), "no throughput measured yet (needs 2 completed trials with tokens/s)"),
+        ("importance", importance(view), importance_note),
+        ("heatmap", heatmap(view), "no completed trials with a schedule yet"),
+        ("curves", curves(view), "no learning curves reported yet"),
+        ("timeline", timeline(view), "no trial has started yet"),
+    ]
+
+
+# -- trial figures --------------------------------------------------------------------------------------
+
+def schedule_diagram(row: TrialRow, baseline: TrialRow | None, d_model: int | None = None) -> Figure | None:
+    """Heads per layer, labelled heads x head dim, against the uniform baseline's."""
+    if not row.heads:
+        return None
+    layers = [f"L{i}" for i in range(len(row.heads))]
+    fig = Figure(dict(type="bar", 
+        x=layers, y=list(row.heads), name=f"trial {row.number}: {row.schedule}", marker_color="#3b6fb6",
+        text=[f"{h} × {d_model // h}" if d_model else str(h) for h in row.heads], textposition="outside", customdata=[row.number] * len(layers),
+        hovertemplate="%{x}: %{y} heads<extra></extra>",
+    ))
+    if baseline is not None and baseline.heads and baseline.number != row.number:
+        fig.add_trace(dict(type="scatter", 
+            x=layers, y=list(baseline.heads), mode="lines+markers", name=f"uniform baseline: {baseline.schedule}",
+            line=dict(color="#111111", dash="dash"), customdata=[baseline.number] * len(layers),
+            hovertemplate="%{x}: %{y} heads (baseline)<extra></extra>",
+        ))
+    return _layout(fig, "Schedule: heads × head dim per layer", "layer", "heads")
+
+
+def trial_curve(row: TrialRow, baseline: TrialRow | None) -> Figure | None:
+    if not row.curve:
+        return None
+    fig = Figure(dict(type="scatter", 
+        x=[c[0] for c in row.curve], y=[c[1] for c in row.curve], mode="lines+markers", name=f"trial {row.number}",
+        line=dict(color=STATE_COLOUR.get(row.state, "#3b6fb6")), customdata=[row.number] * len(row.curve),
+    ))
+    if row.state == "PRUNED":
+        fig.add_trace(dict(type="scatter", 
+            x=[row.curve[-1][0]], y=[row.curve[-1][1]], mode="markers", name="pruned here",
+            marker=dict(symbol="x", size=12, color=STATE_COLOUR["PRUNED"]),
+        ))
+    if baseline is not None and baseline.curve and baseline.number != row.number:
+        fig.add_trace(dict(type="scatter", 
+            x=[c[0] for c in baseline.curve], y=[c[1] for c in baseline.curve], mode="lines+markers",
+            name=f"uniform baseline (trial {baseline.number})", line=dict(color="#111111", dash="dash"),
+            customdata=[baseline.number] * len(baseline.curve),
+        ))
+    return _layout(fig, "Learning curve against the paired uniform baseline", "training tokens", "val loss")
+
+
+AUDIT_METRICS = {  # LayerMetrics field -> axis title
+    "mad": "mean attention distance (tokens)",
+    "mad_relative": "relative attention distance",
+    "attn_entropy": "attention entropy (nats)",
+    "matrix_entropy": "matrix entropy (normalised)",
+    "token_curvature": "token curvature (rad)",
+    "depth_curvature": "depth curvature (rad)",
+}
+
+
+def audit_profiles(row: TrialRow, baseline: TrialRow | None) -> list[tuple[str, Figure]]:
+    """One plot per stored geometry metric: this trial's per-layer profile against the uniform baseline's."""
+    if not row.audit:
+        return []
+    figs = []
+    for key, title in AUDIT_METRICS.items():
+        mine = [(a.get("layer", i), a.get(key)) for i, a in enumerate(row.audit)]
+        if all(v is None for _, v in mine):
+            continue
+        fig = Figure(dict(type="scatter", 
+            x=[l for l, _ in mine], y=[v for _, v in mine], mode="lines+markers", name=f"trial {row.number}", line=dict(color="#3b6fb6"),
+        ))
+        if baseline is not None and baseline.audit and baseline.number != row.number:
+            base = [(a.get("layer", i), a.get(key)) for i, a in enumerate(baseline.audit)]
+            fig.add_trace(dict(type="scatter", 
+                x=[l for l, _ in base], y=[v for _, v in base], mode="lines+markers",
+                name=f"uniform baseline (trial {baseline.number})", line=dict(color="#111111", dash="dash"),
+            ))
+        _layout(fig, title, "layer", title, height=320)
+        fig["layout"]["xaxis"]["dtick"] = 1
+        figs.append((f"audit-{key}", fig))
+    return figs

@@ -1,0 +1,88 @@
+"""HTML for every page, from Jinja templates (autoescaped: trial attrs and error texts are user data).
+
+Figures travel as JSON inside `<script type="application/json">` and are drawn by one small loader in the page,
+so the study page served live and the offline report are the same template with different plotly sources.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+from functools import lru_cache
+from urllib.parse import quote
+
+import jinja2
+import plotly.offline
+
+from search.dashboard import figures as figs
+from search.dashboard.views import StudyView, TrialRow
+
+REFRESH_MS = 5000
+_TITLES = {
+    "history": "Optimisation history", "pareto": "Pareto front", "importance": "Per-layer importance",
+    "heatmap": "Schedule heatmap", "curves": "Learning curves", "timeline": "Worker timeline",
+    "schedule": "Schedule", "curve": "Learning curve",
+}
+
+_env = jinja2.Environment(loader=jinja2.PackageLoader("search.dashboard", "templates"), autoescape=True)
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """plotly.js from the installed plotly package: served locally or inlined, never fetched from a CDN."""
+    return plotly.offline.get_plotlyjs()
+
+
+def _figure(fig_id: str, fig: figs.Figure | None, note: str = "") -> dict:
+    json = fig.to_json().replace("</", "<\\/") if fig is not None else None  # never close the <script> early
+    return {"id": fig_id, "json": json, "note": note, "title": _TITLES.get(fig_id, fig_id)}
+
+
+def _common(storage: str, root: str, live: bool, stamp: str | None, stamp_query: str = "", trial_base: str = "") -> dict:
+    return {
+        "storage": storage, "root": root, "live": live, "stamp": stamp, "stamp_query": stamp_query,
+        "trial_base": trial_base, "refresh_ms": REFRESH_MS, "plotly_inline": None if live else plotly_js(),
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def _study_path(root: str, name: str) -> str:
+    return f"{root}study/{quote(name, safe='')}"
+
+
+def studies_page(views: list[StudyView], storage: str, root: str = "/") -> str:
+    stamp = "-".join(v.stamp for v in views) or "empty"
+    return _env.get_template("studies.html").render(
+        studies=views, has_figures=False, **_common(storage, root, True, stamp),
+    )
+
+
+def study_page(view: StudyView, storage: str, root: str = "/", live: bool = True) -> str:
+    """The study page; `live=False` makes the offline report: plotly inlined, no links to a server, no polling."""
+    ranked = sorted((r for r in view.rows if r.state == "COMPLETE" and r.val_loss is not None), key=lambda r: r.val_loss)
+    active = [r for r in view.rows if r.state in ("RUNNING", "FAIL")][-20:]
+    return _env.get_template("study.html").render(
+        view=view, s=view.summary, best=ranked[:25], active=active, has_figures=True,
+        figures=[_figure(i, f, note) for i, f, note in figs.study_figures(view)],
+        **_common(storage, root, live, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
+    )
+
+
+def trial_page(view: StudyView, row: TrialRow, storage: str, root: str = "/") -> str:
+    baseline = view.baseline
+    figures = [
+        _figure("schedule", figs.schedule_diagram(row, baseline, view.config.model.d_model if view.config else None), "no schedule recorded"),
+        _figure("curve", figs.trial_curve(row, baseline), "no evaluation reported yet"),
+    ] + [_figure(i, f) for i, f in figs.audit_profiles(row, baseline)]
+    gap = row.val_loss - baseline.val_loss if baseline and row.val_loss is not None and baseline.val_loss is not None else None
+    noise = math.sqrt(2) * view.summary.noise_sd if view.summary and view.summary.noise_sd else None
+    return _env.get_template("trial.html").render(
+        view=view, row=row, baseline=baseline, gap=gap, noise=noise, figures=figures, has_figures=True,
+        **_common(storage, root, True, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
+    )
+
+
+def error_page(status: str, heading: str, message: str, storage: str, hint: str = "", root: str = "/") -> str:
+    return _env.get_template("error.html").render(
+        status=status, heading=heading, message=message, hint=hint, has_figures=False, **_common(storage, root, True, None),
+    )

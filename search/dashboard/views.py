@@ -1,0 +1,245 @@
+"""What the dashboard knows about a study: plain rows decoded from Optuna trials, read through the storage API.
+
+Every figure and page is a pure function of a `StudyView`, so they are tested without a server and the
+report reuses them unchanged. Optional data shows up when present and is skipped when absent:
+- a second objective `tokens_per_s` (multi-objective studies), else the `tokens_per_s` trial attr;
+- a geometry audit stored as the trial user attr `prism.audit`: a list of per-layer dicts (the fields of
+  `prism.analysis.LayerMetrics`, e.g. `{"layer": 0, "mad": 3.1, "matrix_entropy": 0.4, ...}`), or a dict
+  holding that list under "layers".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from prism import Schedule, ScheduleError
+from search.config import PrismSearchError, StudyConfig
+from search.study import Summary, stored_config, summarize
+
+ATTR_AUDIT = "prism.audit"
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    number: int
+    state: str  # COMPLETE | PRUNED | FAIL | RUNNING | WAITING
+    val_loss: float | None  # the objective for COMPLETE trials, the last reported value otherwise
+    tokens_per_s: float | None
+    schedule: str | None
+    heads: tuple[int, ...] | None
+    role: str
+    seed: int | None
+    curve: tuple[tuple[float, float], ...]  # (training tokens, val loss)
+    pruned_at: int | None
+    worker: str | None
+    start: datetime | None
+    complete: datetime | None
+    error: str | None
+    audit: list[dict] | None = None
+    params: dict = field(default_factory=dict)
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass
+class StudyView:
+    name: str
+    rows: list[TrialRow]
+    config: StudyConfig | None  # None for a plain Optuna study not created by prism-search
+    summary: Summary | None
+    metric_names: list[str]
+    stamp: str  # changes whenever a trial starts, reports, finishes or fails: the page reloads on change
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.rows:
+            counts[r.state] = counts.get(r.state, 0) + 1
+        return counts
+
+    @property
+    def status(self) -> str:
+        """running | finished | stopped (unfinished, nothing running: resume it)."""
+        counts = self.counts
+        if counts.get("RUNNING"):
+            return "running"
+        finished = counts.get("COMPLETE", 0) + counts.get("PRUNED", 0)
+        target = self.config.n_trials if self.config else finished
+        return "finished" if finished >= target else "stopped"
+
+    def row(self, number: int) -> TrialRow | None:
+        return self.rows[number] if 0 <= number < len(self.rows) and self.rows[number].number == number else None
+
+    @property
+    def baseline(self) -> TrialRow | None:
+        """The paired uniform baseline: role baseline at the study seed."""
+        seed = self.config.seed if self.config else None
+        candidates = [r for r in self.rows if r.role == "baseline" and r.state == "COMPLETE"]
+        return next((r for r in candidates if r.seed == seed), candidates[0] if candidates else None)
+
+
+def stamp(trials: list[FrozenTrial]) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    for t in trials:
+        h.update(f"{t.number}:{t.state.value}:{len(t.intermediate_values)}:{len(t.user_attrs)};".encode())
+    return h.hexdigest()
+
+
+def _index(names: list[str], name: str, default: int | None) -> int | None:
+    return names.index(name) if name in names else default
+
+
+def _heads(attrs: dict) -> tuple[int, ...] | None:
+    layer_keys = sorted(k for k in attrs if k.startswith("heads_") and k[6:].isdigit())
+    if layer_keys:
+        return tuple(int(attrs[k]) for k in layer_keys)
+    try:
+        return Schedule.parse(attrs["schedule"]).heads if "schedule" in attrs else None
+    except ScheduleError:
+        return None
+
+
+def _audit(attrs: dict) -> list[dict] | None:
+    audit = attrs.get(ATTR_AUDIT)
+    if isinstance(audit, dict):
+        audit = audit.get("layers")
+    return audit if isinstance(audit, list) and audit and all(isinstance(a, dict) for a in audit) else None
+
+
+def _finite(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+def to_row(t: FrozenTrial, metric_names: list[str]) -> TrialRow:
+    attrs = t.user_attrs
+    loss_i = _index(metric_names, "val_loss", 0)
+    tps_i = _index(metric_names, "tokens_per_s", None)
+    curve = tuple(sorted((float(k), float(v)) for k, v in t.intermediate_values.items()))
+    if not curve and attrs.get("curve"):
+        curve = tuple((float(a), float(b)) for a, b in attrs["curve"])
+    if t.values is not None and t.state == TrialState.COMPLETE:
+        val_loss = _finite(t.values[loss_i])
+        tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get("tokens_per_s"))
+    else:
+        val_loss = curve[-1][1] if curve else None
+        tps = _finite(attrs.get("tokens_per_s"))
+    worker = attrs.get("worker")
+    return TrialRow(
+        number=t.number,
+        state=t.state.name,
+        val_loss=val_loss,
+        tokens_per_s=tps,
+        schedule=attrs.get("schedule"),
+        heads=_heads(attrs),
+        role=attrs.get("role", "search"),
+        seed=attrs.get("seed"),
+        curve=curve,
+        pruned_at=attrs.get("pruned_at_tokens"),
+        worker=f"{worker.get('host', '?')}:{worker.get('pid', '?')} ({worker.get('device', '?')})" if isinstance(worker, dict) else None,
+        start=t.datetime_start,
+        complete=t.datetime_complete,
+        error=attrs.get("error"),
+        audit=_audit(attrs),
+        params=dict(t.params),
+        attrs=attrs,
+    )
+
+
+def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
+    """`row_cache` (kept by a long-lived caller) reuses the rows of finished trials, which never change: with
+    Optuna's cached storage the same FrozenTrial object comes back on every refresh."""
+    trials = study.get_trials(deepcopy=False)
+    names = study.metric_names or ["val_loss"]
+    rows = []
+    for t in trials:
+        hit = row_cache.get((study.study_name, t._trial_id)) if row_cache is not None else None
+        if hit is not None and hit[0] is t:
+            rows.append(hit[1])
+            continue
+        rows.append(to_row(t, names))
+        if row_cache is not None and t.state.is_finished():
+            row_cache[(study.study_name, t._trial_id)] = (t, rows[-1])
+    try:
+        config = stored_config(study)
+    except PrismSearchError:
+        config = None
+    summary = summarize(study) if config is not None else None
+    return StudyView(
+        name=study.study_name,
+        rows=rows,
+        config=config,
+        summary=summary,
+        metric_names=names,
+        stamp=stamp(trials),
+    )
+
+
+# -- derived quantities ---------------------------------------------------------------------------------
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the non-dominated points when minimising the first coordinate and maximising the second.
+
+    One sort and one sweep, O(n log n): the O(n^2) pairwise check is what makes stock dashboards slow on big studies.
+    """
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+MIN_TRIALS_FOR_IMPORTANCE = 10
+
+
+def layer_importance(rows: list[TrialRow]) -> dict[int, float] | None:
+    """PED-ANOVA importance of each layer's decoded head count (log2 heads) for val loss, normalised to 1.
+
+    The raw encoding params (e.g. ramp switch depths) are not per-layer quantities, so importance is computed on
+    an in-memory Optuna study holding the decoded counts. None when too few completed trials say anything.
+    """
+    done = [r for r in rows if r.state == "COMPLETE" and r.val_loss is not None and r.heads]
+    n_layer = max((len(r.heads) for r in done), default=0)
+    return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads), r.val_loss) for r in done if len(r.heads) == n_layer))
+
+
+class _ReadyTrials(optuna.storages.InMemoryStorage):
+    """In-memory storage serving ready-made trials as they are: `add_trials` would deep-copy each one, which was
+    most of the importance time on a 5,000-trial study."""
+
+    def __init__(self, trials: list[FrozenTrial]):
+        super().__init__()
+        self._ready = trials
+
+    def get_all_trials(self, study_id: int, deepcopy: bool = True, states=None) -> list[FrozenTrial]:
+        return [t for t in self._ready if states is None or t.state in states]
+
+
+@lru_cache(maxsize=32)
+def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, float] | None:
+    """Cached on the completed trials themselves: a page refresh recomputes only after a trial completes."""
+    if len(points) < MIN_TRIALS_FOR_IMPORTANCE:
+        return None
+    low, high = min(min(x) for x, _ in points), max(max(x) for x, _ in points)
+    if low == high:
+        return None  # every layer of every trial has the same count: nothing varies, nothing to explain
+    dist = optuna.distributions.IntDistribution(low, high)
+    names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
+    distributions = {n: dist for n in names}
+    trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
+    for number, trial in enumerate(trials):  # what add_trials would assign: PED-ANOVA tells trials apart by their
+        trial.number, trial._trial_id = number, number  # ids (all 0 otherwise: equal importances, which tests catch)
+    scratch = optuna.create_study(storage=_ReadyTrials(trials), direction="minimize")
+    evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "too few trials" style warnings: the caller shows a note instead
+        importances = optuna.importance.get_param_importances(scratch, evaluator=evaluator)
+    return {int(name.removeprefix("layer_")): value for name, value in sorted(importances.items())}

@@ -1,0 +1,87 @@
+"""How a running trial is judged at each evaluation: Optuna's pruner, or rung-based successive halving.
+
+Single-objective studies report every evaluation to Optuna and ask its pruner (budgets in training tokens).
+Multi-objective trials cannot report or prune in Optuna (`NotImplementedError`), so `RungStopping` does
+successive halving itself: rung k sits at min_resource * eta^k tokens; the val loss a trial has at its first
+evaluation past a rung is stored as user attr `rung_<k>`, and a trial goes on only while it is in the best
+1/eta of all trials that reached that rung (the best one while fewer than eta have: Optuna's rule). A stopped
+trial ends PRUNED with `pruned_at_rung`. Rung values live in the database, so any driver sees them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+
+from prism import EvalPoint
+from search.config import StudyConfig
+
+RUNG_ATTR = "rung_{}"
+
+
+def tokens_per_eval(config: StudyConfig) -> int:
+    return config.train.eval_every * config.train.batch_size * config.model.block_size
+
+
+def budget_tokens(config: StudyConfig) -> tuple[int, int]:
+    """(min_resource, max_resource) in training tokens: the first rung and the full training budget."""
+    full = config.train.steps * config.train.batch_size * config.model.block_size
+    return config.search.min_resource_evals * tokens_per_eval(config), full
+
+
+def rungs(config: StudyConfig) -> list[int]:
+    """Rung budgets in tokens below the full budget: min_resource * eta^k."""
+    first, full = budget_tokens(config)
+    eta = config.search.reduction_factor
+    return [first * eta**k for k in range(max(0, math.ceil(math.log(full / first, eta))))] if first < full else []
+
+
+class OptunaPruning:
+    """Single objective: report to Optuna, let the study's pruner decide."""
+
+    def report(self, trial: optuna.Trial, point: EvalPoint) -> None:
+        trial.report(point.val_loss, point.tokens)
+
+    def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool:
+        return trial.should_prune()
+
+
+class RungStopping:
+    """Multi objective: successive halving on val loss at token rungs, recorded in user attrs."""
+
+    def __init__(self, study: optuna.Study, config: StudyConfig):
+        self.study = study
+        self.rungs = rungs(config) if config.search.pruner == "successive-halving" else []
+        self.eta = config.search.reduction_factor
+        self._fresh: dict[int, int] = {}  # trial number -> rung its latest evaluation reached
+
+    def report(self, trial: optuna.Trial, point: EvalPoint) -> None:
+        passed = [k for k, r in enumerate(self.rungs) if point.tokens >= r and RUNG_ATTR.format(k) not in trial.user_attrs]
+        if passed:  # a trial's value at a rung is its first evaluation at or past the rung's budget
+            trial.set_user_attr(RUNG_ATTR.format(passed[-1]), point.val_loss)
+            self._fresh[trial.number] = passed[-1]
+
+    def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool:
+        k = self._fresh.pop(trial.number, None)
+        if k is None:
+            return False
+        key = RUNG_ATTR.format(k)
+        others = [t.user_attrs[key] for t in self.study.get_trials(deepcopy=False)
+                  if key in t.user_attrs and t.number != trial.number]
+        if promotable(trial.user_attrs[key], others, self.eta):
+            return False
+        trial.set_user_attr("pruned_at_rung", k)
+        return True
+
+
+def promotable(value: float, others: list[float], eta: int) -> bool:
+    """Optuna's successive-halving rule: in the best len/eta of everyone at the rung (self included); the best
+    one while fewer than eta trials have reached it, since a trial can't wait for later competitors."""
+    competing = sorted(others + [value])
+    index = max(0, len(competing) // eta - 1)
+    return value <= competing[index]
+
+
+def make_stopping(study: optuna.Study, config: StudyConfig) -> OptunaPruning | RungStopping:
+    return RungStopping(study, config) if len(config.search.objectives) > 1 else OptunaPruning()

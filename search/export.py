@@ -1,0 +1,40 @@
+"""Export a study's finished trials as flat rows: one column per layer's head count, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import optuna
+
+from search.cache import DUPLICATE_ATTR
+from search.constraints import is_feasible
+from search.study import FINISHED, stored_config
+
+_ATTRS = ("role", "seed", "schedule", "tokens_per_s", "throughput_ratio", "n_params", "flops_per_token",
+          "pruned_at_tokens", "pruned_at_rung", DUPLICATE_ATTR, "reference")
+
+
+def rows(study: optuna.Study) -> list[dict]:
+    config = stored_config(study)
+    out = []
+    for t in study.get_trials(deepcopy=False, states=FINISHED):
+        row = {"number": t.number, "state": t.state.name}
+        row |= dict(zip(config.search.objectives, t.values or [None] * len(config.search.objectives)))
+        row |= {key: t.user_attrs.get(key) for key in _ATTRS}
+        row["feasible"] = is_feasible(t)
+        row |= {f"layer_{i:02d}": t.user_attrs.get(f"heads_{i:02d}") for i in range(config.model.n_layer)}
+        out.append(row)
+    return out
+
+
+def render(study: optuna.Study, fmt: str) -> str:
+    data = rows(study)
+    if fmt == "json":
+        return json.dumps(data, indent=2)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(data[0]) if data else ["number"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(data)
+    return buffer.getvalue()

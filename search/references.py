@@ -1,0 +1,44 @@
+"""Reference schedules a study enqueues next to the uniform baseline: hand-written or computed for the config.
+
+A `space.references` entry is a schedule (`1x2,2x4`), a named schedule (`wide-early=1x2,2x4`) or the name of a
+built-in computed for the model (`paper-ramp`). Names are stored on the trial so `status` can report each one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from prism import Schedule
+
+PAPER_REACH_DEPTH = 0.29  # the Prism paper's 24-layer ramp reaches the baseline head count by layer 7 of 24
+
+
+@dataclass(frozen=True)
+class Reference:
+    name: str
+    schedule: Schedule
+
+
+def paper_ramp(n_layer: int, counts: list[int], baseline_heads: int) -> Schedule:
+    """Fewest (widest) heads at layer 0, climbing through every allowed count to the baseline's by relative depth
+    0.29, then the baseline count to the last layer (the paper's "baseline preservation phase")."""
+    top = sorted(counts).index(baseline_heads)
+    reach = min(n_layer, max(top, math.ceil(PAPER_REACH_DEPTH * n_layer)))
+    levels = [top * layer // reach if layer < reach else top for layer in range(n_layer)]
+    return Schedule(tuple(sorted(counts)[level] for level in levels))
+
+
+BUILTIN = {"paper-ramp": paper_ramp}
+
+
+def parse_reference(text: str, n_layer: int, counts: list[int], baseline_heads: int) -> Reference:
+    """`NAME=SCHEDULE`, a built-in name, or a bare schedule (named by its own text). Raises ScheduleError/ValueError."""
+    name, sep, body = text.partition("=")
+    if sep:
+        return Reference(name.strip(), Schedule.parse(body))
+    if text.strip() in BUILTIN:
+        return Reference(text.strip(), BUILTIN[text.strip()](n_layer, counts, baseline_heads))
+    if text.strip() and text.strip()[0].isalpha():
+        raise ValueError(f"unknown reference name {text!r}; use a schedule, NAME=SCHEDULE or one of {', '.join(BUILTIN)}")
+    return Reference(text.strip(), Schedule.parse(text))

@@ -1,0 +1,86 @@
+"""`prism-search train`: one model, one schedule, no study. The logic behind the thin CLI command.
+
+The model, training and data settings come from a study config (default: the built-in defaults), so a model
+trained here is the same as that schedule's trial in a study with the same config and seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from prism import (
+    Schedule, ScheduleError, Trainer, TrainResult, load_checkpoint, load_corpus, save_checkpoint, val_batches, validate,
+)
+from prism.analysis import LayerMetrics, layer_profile
+from search.config import ConfigError, StudyConfig, load_config, parse_config
+from search.study import corpus_fingerprint
+
+
+@dataclass
+class SingleRun:
+    config: StudyConfig
+    schedule: Schedule
+    result: TrainResult
+    profile: list[LayerMetrics] | None = None
+
+
+def resolve(config_path: str | None, schedule: str, overrides: dict) -> tuple[StudyConfig, Schedule]:
+    """Config + overrides, validated once; `schedule` is HEADSxLAYERS text or "uniform" (the study's baseline)."""
+    config = load_config(config_path) if config_path else parse_config({"name": "train"})
+    data = config.model_dump()
+    for dotted, value in overrides.items():
+        if value is not None:
+            section, _, key = dotted.rpartition(".")
+            (data[section] if section else data)[key] = value
+    config = parse_config(data, config_path or "train")
+    if schedule == "uniform":
+        return config, config.baseline
+    try:
+        parsed = Schedule.parse(schedule)
+        validate(parsed, config.model_config_)
+    except ScheduleError as e:
+        raise ConfigError(f"schedule {schedule!r}: {e}") from None
+    return config, parsed
+
+
+def profile(model: torch.nn.Module, data: dict, n_sequences: int = 4) -> list[LayerMetrics]:
+    """Per-layer metrics on the first validation windows of the corpus `data` names (load_corpus keywords)."""
+    x, _ = val_batches(load_corpus(**data), model.cfg.block_size, n_sequences, 1)[0]
+    model.eval()
+    with torch.no_grad():
+        return layer_profile(model.trace(x.to(next(model.parameters()).device)))
+
+
+def train_single(config: StudyConfig, schedule: Schedule, *, device: str = "cpu", save: str | None = None,
+                 analyze: bool = False) -> SingleRun:
+    fingerprint = corpus_fingerprint(config)  # loads the corpus and checks the vocab: errors before compute
+    if save and Path(save).exists() and not Path(save).is_dir():
+        raise ConfigError(f"--save {save!r} is a file; pass a directory for the checkpoint")
+    data = data_spec(config)
+    corpus = load_corpus(**data)
+    trainer = Trainer(config.model_config_, schedule, config.train.to_train_config(config.seed, device), corpus)
+    while not trainer.done:
+        trainer.run_to_next_eval()
+    result = trainer.result()
+    if save:
+        result.extra["checkpoint"] = str(save_checkpoint(
+            trainer.model, save, data=data, corpus_fingerprint=fingerprint, train=trainer.cfg.__dict__,
+            result=result.to_dict(),
+        ))
+    return SingleRun(config, schedule, result, profile(trainer.model, data) if analyze else None)
+
+
+def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
+    """Per-layer metrics of a saved model on the validation text of the corpus it was trained on."""
+    model, meta = load_checkpoint(path)
+    if "data" not in meta:
+        raise ConfigError(f"checkpoint {path!r} does not name its corpus; it was not written by prism-search")
+    return meta, profile(model, meta["data"])
+
+
+def data_spec(config: StudyConfig) -> dict:
+    """The corpus a config names, as `load_corpus` keywords; checkpoints store it so analysis can reload it."""
+    return {"name": config.data.corpus, "val_fraction": config.data.val_fraction, **config.data.corpus_options()}

@@ -1,0 +1,51 @@
+"""A short study on a Ray cluster whose workers also report what Ray assigned them.
+
+test_cluster.py runs it as `python -m tests.search.cluster_probe ADDRESS STORAGE_URL`, in its own process
+because the test process may already hold the session's local Ray. Run as `__main__`, `ProbeSession`
+travels to the workers by value. The resources come from the study config exactly as `run` reads them.
+"""
+
+import dataclasses
+import os
+import sys
+
+import ray
+import torch
+
+from search.config import parse_config
+from search.runner import Driver, connect_ray
+from search.storage import open_storage
+from search.study import corpus_fingerprint, open_study
+from search.trial import TrialSession
+from tests.search.conftest import ROOT
+
+RESOURCES = {"workers": 2, "cpus_per_trial": 3, "gpus_per_trial": 0.5}
+
+
+class ProbeSession(TrialSession):
+    """A real trial, trained on the CPU even though the study asks for (logical) GPUs, plus Ray's view of it."""
+
+    def start(self, spec):
+        where = super().start(dataclasses.replace(spec, train=dataclasses.replace(spec.train, device="cpu")))
+        ctx = ray.get_runtime_context()
+        return where | {
+            "node": ctx.get_node_id(),
+            "resources": ctx.get_assigned_resources(),
+            "torch_threads": torch.get_num_threads(),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+
+def main(address: str, url: str) -> None:
+    import tomllib
+
+    data = tomllib.loads((ROOT / "studies" / "tiny.toml").read_text())
+    config = parse_config(data | {"n_trials": 2, "storage": url, "resources": RESOURCES}, "probe")
+    fingerprint = corpus_fingerprint(config)
+    study = open_study(config, open_storage(url), fingerprint)
+    connect_ray(address, num_cpus=0)
+    Driver(study, config, fingerprint, session_cls=ProbeSession).run(config.n_trials, config.resources.workers)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

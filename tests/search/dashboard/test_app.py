@@ -1,0 +1,151 @@
+"""The WSGI app called directly: routes, 404/503 pages, read-only, password masking, live stamp."""
+
+import hashlib
+import re
+import socket
+from pathlib import Path
+
+import optuna
+import pytest
+
+from search.dashboard import Dashboard, DashboardError, bind_warning, make_server_for
+from search.dashboard.synthetic import synthetic_study
+from tests.search.dashboard.conftest import quickstart
+
+
+def get(app, path: str, method: str = "GET") -> tuple[str, str]:
+    status = []
+    path, _, query = path.partition("?")
+    body = b"".join(app({"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query}, lambda s, h: status.append(s)))
+    return status[0], body.decode()
+
+
+def figure_ids(html: str) -> set[str]:
+    return set(re.findall(r'data-figure="fig-([a-z_-]+)"', html))
+
+
+def test_studies_list_links_every_study_with_its_summary(dash_url):
+    status, html = get(Dashboard(dash_url), "/")
+    assert status == "200 OK"
+    for name in ("prism", "pareto", "plain"):
+        assert f'href="/study/{name}"' in html
+    assert "gap to uniform" in html and "σ" in html  # prism study: gap with its seed noise
+    assert "plain Optuna study" in html and 'class="badge running"' in html
+    assert 'href="/study/pareto/trial/' in html  # the two-objective study: its best val_loss trial, linked
+
+
+def test_study_page_has_every_figure_and_links_to_trials(dash_url):
+    status, html = get(Dashboard(dash_url), "/study/prism")
+    assert status == "200 OK"
+    assert figure_ids(html) == {"history", "pareto", "importance", "heatmap", "curves", "timeline"}
+    assert re.search(r'href="/study/prism/trial/\d+"', html) and "TrainingDiverged" in html
+    assert 'src="/static/plotly.min.js"' in html and "cdn" not in html.lower()
+
+
+def test_plain_optuna_study_degrades_to_what_it_has(dash_url):
+    status, html = get(Dashboard(dash_url), "/study/plain")
+    assert status == "200 OK" and "history" in figure_ids(html) and 'data-empty="heatmap"' in html
+
+
+def test_trial_page_shows_audit_profiles_when_stored(dash_url):
+    app = Dashboard(dash_url)
+    study = optuna.load_study(study_name="prism", storage=dash_url)
+    audited = next(t.number for t in study.trials if "prism.audit" in t.user_attrs and t.user_attrs["role"] == "search")
+    bare = next(t.number for t in study.trials if "prism.audit" not in t.user_attrs and t.state.name == "COMPLETE")
+    status, html = get(app, f"/study/prism/trial/{audited}")
+    assert status == "200 OK" and {"schedule", "curve", "audit-mad", "audit-matrix_entropy"} <= figure_ids(html)
+    status, html = get(app, f"/study/prism/trial/{bare}")
+    assert status == "200 OK" and not any(i.startswith("audit") for i in figure_ids(html)) and 'data-empty="audit"' in html
+
+
+@pytest.mark.parametrize("path", ["/study/nope", "/study/prism/trial/999", "/study/prism/trial/abc", "/study/prism/trial/-1", "/nothing/here"])
+def test_unknown_study_trial_or_page_is_a_404_page(dash_url, path):
+    status, html = get(Dashboard(dash_url), path)
+    assert status == "404 Not Found" and "Not found" in html and "Traceback" not in html
+
+
+def test_only_get_is_served(dash_url):
+    assert get(Dashboard(dash_url), "/study/prism", method="POST")[0] == "405 Method Not Allowed"
+
+
+def test_browsing_every_page_leaves_the_database_untouched(dash_url):
+    db = Path(dash_url.removeprefix("sqlite:///"))
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    app = Dashboard(dash_url)
+    for path in ["/", "/study/prism", "/study/pareto", "/study/plain", "/study/prism/trial/3", "/api/stamp", "/api/stamp?study=prism"]:
+        assert get(app, path)[0] == "200 OK", path
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_unreachable_database_is_a_clear_page_without_the_password():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = Dashboard(f"postgresql+psycopg://prism:s3cret-pw@127.0.0.1:{port}/studies")
+    for path in ("/", "/study/prism", "/api/stamp"):
+        status, html = get(app, path)
+        assert status == "503 Service Unavailable" and "unreachable" in html
+        assert "s3cret-pw" not in html and "prism:***@" in html
+
+
+def test_missing_sqlite_file_is_reported_not_created_and_recovers(tmp_path):
+    db = tmp_path / "later.db"
+    app = Dashboard(f"sqlite:///{db}")
+    status, html = get(app, "/")
+    assert status == "503 Service Unavailable" and "no database file" in html and not db.exists()
+    synthetic_study(quickstart("later"), f"sqlite:///{db}", 3, failed=0)  # a study starts writing
+    status, html = get(app, "/")
+    assert status == "200 OK" and 'href="/study/later"' in html
+
+
+def test_stamp_changes_when_a_running_study_moves(tmp_path):
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    study = synthetic_study(quickstart("live"), url, 3, failed=0)
+    app = Dashboard(url)
+    first = get(app, "/api/stamp?study=live")[1]
+    assert get(app, "/api/stamp?study=live")[1] == first  # nothing moved
+    trial = study.ask()
+    assert get(app, "/api/stamp?study=live")[1] != first  # a trial started
+    second = get(app, "/api/stamp?study=live")[1]
+    trial.report(2.0, 1000)
+    assert get(app, "/api/stamp?study=live")[1] != second  # it reported a point
+
+
+def test_binding_beyond_localhost_warns_and_a_busy_port_is_a_clear_error(dash_url):
+    assert bind_warning("127.0.0.1") is None and bind_warning("localhost") is None
+    assert "0.0.0.0" in bind_warning("0.0.0.0") and "no login" in bind_warning("0.0.0.0")
+    server = make_server_for(dash_url, "127.0.0.1", 0)
+    try:
+        with pytest.raises(DashboardError, match=f"cannot listen on 127.0.0.1:{server.server_port}.*--port"):
+            make_server_for(dash_url, "127.0.0.1", server.server_port)
+    finally:
+        server.server_close()
+
+
+@pytest.fixture
+def postgres_url():
+    """A fresh PostgreSQL database for one test, dropped afterwards (the server at 127.0.0.1:5432, trust auth)."""
+    import uuid
+
+    import psycopg
+
+    name = f"prism_dash_{uuid.uuid4().hex[:12]}"
+    admin = "postgresql://postgres@127.0.0.1:5432/test"
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as e:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable ({e})")
+    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_dashboard_reads_a_postgresql_study(postgres_url):
+    synthetic_study(quickstart("pg"), postgres_url, 12, failed=1, audit=True)
+    app = Dashboard(postgres_url)
+    status, html = get(app, "/")
+    assert status == "200 OK" and 'href="/study/pg"' in html and postgres_url.rsplit("/", 1)[1] in html
+    status, html = get(app, "/study/pg")
+    assert status == "200 OK" and {"history", "pareto", "heatmap", "curves", "timeline"} <= figure_ids(html)
+    assert get(app, "/study/pg/trial/2")[0] == "200 OK"

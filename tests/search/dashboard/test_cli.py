@@ -1,0 +1,88 @@
+"""`prism-search dashboard` and `report` as a user runs them (subprocesses), plus the stock optuna-dashboard."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from search.cli import main
+
+
+def cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    """Run `prism-search ARGS` in this process (main() included: its exit codes and one-line errors)."""
+    monkeypatch.setattr(sys, "argv", ["prism-search", *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    out = capsys.readouterr()
+    return done.value.code, out.out, out.err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url: str, proc: subprocess.Popen, timeout: float = 60) -> bytes:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            return urllib.request.urlopen(url, timeout=5).read()
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(url)
+
+
+def test_report_writes_one_self_contained_file(dash_url, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "report.html"
+    code, stdout, stderr = cli(monkeypatch, capsys, "report", "prism", "-o", str(out), "--storage", dash_url)
+    assert code == 0 and "wrote" in stdout, stderr
+    html = out.read_text()
+    assert "<script src=" not in html and "Plotly.newPlot" in html and "plotly.js v" in html  # plotly inlined
+    assert html.count('data-figure="fig-') == 6 and "gap to uniform" in html
+
+
+@pytest.mark.parametrize("name, output, message", [
+    ("nope", "r.html", "no study named 'nope'"),
+    ("prism", "missing/r.html", "folder '{tmp}/missing' does not exist"),
+])
+def test_report_bad_input_is_one_line_and_exit_2(dash_url, tmp_path, monkeypatch, capsys, name, output, message):
+    code, _, stderr = cli(monkeypatch, capsys, "report", name, "-o", str(tmp_path / output), "--storage", dash_url)
+    assert code == 2 and message.format(tmp=tmp_path) in stderr and len(stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dashboard_command_warns_off_localhost_masks_the_password_and_serves_the_outage():
+    port = free_port()
+    url = f"postgresql+psycopg://prism:s3cret-pw@127.0.0.1:{free_port()}/db"  # nothing listens there
+    proc = subprocess.Popen([sys.executable, "-m", "search.cli", "dashboard", "--storage", url, "--host", "0.0.0.0",
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/static/plotly.min.js", proc)
+        with pytest.raises(urllib.error.HTTPError) as page:  # the database is down: a 503 page, served
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30)
+        body = page.value.read().decode()
+        assert page.value.code == 503 and "unreachable" in body and "s3cret-pw" not in body
+    finally:
+        proc.terminate()
+    out = proc.communicate(timeout=30)[0]
+    assert "warning: the dashboard is bound to 0.0.0.0" in out and f":{port}/" in out
+    assert "prism:***@" in out and "s3cret-pw" not in out
+
+
+def test_dashboard_optuna_flag_starts_the_stock_dashboard(dash_url):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "search.cli", "dashboard", "--optuna", "--storage", dash_url, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        studies = json.loads(wait_for(f"http://127.0.0.1:{port}/api/studies", proc))["study_summaries"]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert "prism" in {s["study_name"] for s in studies}

@@ -1,0 +1,115 @@
+"""The read model and the figures, as pure functions of studies made through the Optuna API (no server)."""
+
+import json
+import math
+
+import optuna
+from hypothesis import given, strategies as st
+
+from search.dashboard import figures as figs
+from search.dashboard.synthetic import EARLY_HEAD_PENALTY, synthetic_study
+from search.dashboard.views import MIN_TRIALS_FOR_IMPORTANCE, layer_importance, pareto_front, study_view
+from tests.search.dashboard.conftest import quickstart
+
+
+def test_rows_decode_the_attrs_the_driver_writes(memory_study):
+    view = study_view(memory_study)
+    trials = memory_study.get_trials()
+    assert [r.number for r in view.rows] == [t.number for t in trials]
+    for r, t in zip(view.rows, trials):
+        assert r.state == t.state.name and r.role == t.user_attrs["role"]
+        assert list(r.heads) == [t.user_attrs[f"heads_{i:02d}"] for i in range(4)]
+        assert [tok for tok, _ in r.curve] == sorted(t.intermediate_values)
+        if t.state.name == "COMPLETE":
+            assert r.val_loss == t.value and r.tokens_per_s == t.user_attrs["tokens_per_s"]
+    assert view.status == "running" and view.counts == {s: sum(t.state.name == s for t in trials) for s in view.counts}
+    assert view.baseline.role == "baseline" and view.baseline.seed == view.config.seed
+    assert next(r for r in view.rows if r.state == "FAIL").error.startswith("TrainingDiverged")
+
+
+def _brute_front(points):
+    return sorted(i for i, (l, t) in enumerate(points)
+                  if not any((l2 <= l and t2 >= t) and (l2, t2) != (l, t) for l2, t2 in points))
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=40, unique=True))
+def test_pareto_front_matches_the_pairwise_definition(points):
+    assert sorted(pareto_front(points)) == _brute_front(points)
+
+
+def test_layer_importance_finds_the_layer_whose_head_count_matters(memory_study):
+    scores = layer_importance(study_view(memory_study).rows)
+    assert list(scores) == [0, 1, 2, 3], "importance is per decoded layer, not per encoding param (switch_k)"
+    assert math.isclose(sum(scores.values()), 1.0)
+    # the synthetic law penalises a single head most in layer 0 and not at all in layer 3
+    assert EARLY_HEAD_PENALTY[0] == max(EARLY_HEAD_PENALTY)
+    assert max(scores, key=scores.get) == 0 and scores[0] > scores[3]
+
+
+def test_layer_importance_needs_enough_varied_trials():
+    few = synthetic_study(quickstart("few"), None, MIN_TRIALS_FOR_IMPORTANCE - 3, failed=0)
+    assert layer_importance(study_view(few).rows) is None
+    # the uniform family gives every layer the same count: no layer can explain more than another
+    config = quickstart("uniform")
+    config = config.model_copy(update={"space": config.space.model_copy(update={"family": "uniform"})})
+    scores = layer_importance(study_view(synthetic_study(config, None, 20, failed=0)).rows)
+    assert scores is not None and max(scores.values()) - min(scores.values()) < 1e-9
+
+
+def _points(fig) -> int:
+    return sum(len([v for v in (t.get("z") or t.get("y") or []) if v is not None]) for t in fig["data"])
+
+
+def test_every_study_figure_has_data_and_is_valid_json(memory_study):
+    view = study_view(memory_study)
+    made = {fig_id: fig for fig_id, fig, _ in figs.study_figures(view)}
+    assert set(made) == {"history", "pareto", "importance", "heatmap", "curves", "timeline"}
+    for fig_id, fig in made.items():
+        assert fig is not None and _points(fig) > 0, fig_id
+        json.loads(fig.to_json())  # allow_nan=False: plotly.js's JSON.parse would reject NaN
+    complete = sorted(r.val_loss for r in view.rows if r.state == "COMPLETE")
+    best_so_far = made["history"]["data"][-1]["y"]
+    assert best_so_far == sorted(best_so_far, reverse=True) and best_so_far[-1] == complete[0]
+    # heatmap rows go best first and colour log2 of each layer's heads
+    hm = made["heatmap"]["data"][0]
+    best = min((r for r in view.rows if r.state == "COMPLETE"), key=lambda r: r.val_loss)
+    assert hm["customdata"][0][0] == best.number and hm["z"][0] == [math.log2(h) for h in best.heads]
+    pruned = [r for r in view.rows if r.state == "PRUNED"]
+    marks = next(t for t in made["curves"]["data"] if t["name"] == "pruned here")
+    assert sorted(marks["customdata"]) == [r.number for r in pruned] and pruned
+    segments = sum(len([x for x in t["x"] if x is not None]) // 2 for t in made["timeline"]["data"])
+    assert segments == len(view.rows)
+
+
+def test_pareto_uses_the_second_objective_when_the_study_has_two():
+    study = synthetic_study(quickstart("mo"), None, 8, failed=0, multi_objective=True)
+    view = study_view(study)
+    assert view.metric_names == ["val_loss", "tokens_per_s"]
+    fig = figs.pareto(view)
+    xs = sorted(x for t in fig["data"] if t["name"] != "Pareto front" for x in t["x"])
+    assert xs == sorted(t.values[1] for t in study.trials if t.state.name == "COMPLETE")
+    assert figs.curves(view) is not None, "multi-objective trials report no intermediate values: the curve attr is used"
+
+
+def test_figures_degrade_to_notes_on_an_empty_or_plain_study():
+    empty = synthetic_study(quickstart("empty"), None, 0, failed=0)
+    assert all(fig is None for _, fig, _ in figs.study_figures(study_view(empty)))
+    plain = optuna.create_study()
+    plain.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    view = study_view(plain)
+    assert view.config is None and view.summary is None
+    made = {i: f for i, f, _ in figs.study_figures(view)}
+    assert made["history"] is not None and made["heatmap"] is None and made["importance"] is None
+
+
+def test_trial_figures_compare_with_the_baseline_and_show_audits_only_when_stored(memory_study):
+    view = study_view(memory_study)
+    base = view.baseline
+    audited = next(r for r in view.rows if r.audit and r.role == "search")
+    plain = next(r for r in view.rows if not r.audit and r.curve)
+    profiles = dict(figs.audit_profiles(audited, base))
+    assert "audit-mad" in profiles and len(profiles["audit-mad"]["data"]) == 2  # trial and uniform baseline
+    assert figs.audit_profiles(plain, base) == []
+    diagram = figs.schedule_diagram(audited, base, d_model=128)
+    assert diagram["data"][0]["y"] == list(audited.heads) and diagram["data"][1]["y"] == list(base.heads)
+    assert diagram["data"][0]["text"][0] == f"{audited.heads[0]} × {128 // audited.heads[0]}"

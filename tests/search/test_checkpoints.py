@@ -1,0 +1,69 @@
+"""keep_checkpoints on a real local Ray study; user corpora and trial checkpoints through the one trial entry point."""
+
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from prism import load_checkpoint
+from search.config import ConfigError, parse_config
+from search.runner import Driver
+from search.storage import open_storage
+from search.study import corpus_fingerprint, open_study, summarize
+from search.trial import TrialSpec, TrialSession
+
+
+def _spec(config, tmp_path, keep):
+    return TrialSpec(
+        study="t", number=0, schedule="1x1,2x1,4x1", model=config.model_config_, train=config.train.to_train_config(0),
+        corpus=config.data.corpus, val_fraction=0.1, corpus_fingerprint=corpus_fingerprint(config),
+        corpus_options=config.data.corpus_options(), checkpoint_dir=str(tmp_path / keep), keep_checkpoints=keep,
+    )
+
+
+@pytest.mark.parametrize("keep, pruned_saved", [("all", True), ("best", False), ("none", False)])
+def test_session_saves_finished_trials_and_pruned_ones_only_for_all(tiny_config, tmp_path, keep, pruned_saved):
+    session = TrialSession()
+    session.start(_spec(tiny_config, tmp_path, keep))
+    session.advance()
+    pruned = session.stop()  # the driver pruned it after its first evaluation
+    assert ("checkpoint" in pruned.extra) == pruned_saved == (tmp_path / keep / "model.safetensors").is_file()
+    session.start(_spec(tiny_config, tmp_path, keep))
+    while not isinstance(result := session.advance(), type(pruned)):
+        pass
+    assert ("checkpoint" in result.extra) == (keep != "none")
+    if keep != "none":
+        model, meta = load_checkpoint(result.extra["checkpoint"])
+        assert str(model.schedule) == "1x1,2x1,4x1" and meta["result"]["final_val_loss"] == result.final_val_loss
+        assert meta["corpus_fingerprint"] == corpus_fingerprint(tiny_config)
+
+
+@pytest.mark.e2e
+def test_study_keeps_only_the_best_checkpoint_and_trains_on_a_user_corpus(ray_local, tiny_config, tmp_path):
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(f"{i} little pigs went to market, {i * 7 % 13} came home\n" for i in range(3000)))
+    config = tiny_config.model_copy(update={
+        "n_trials": 4, "keep_checkpoints": "best", "checkpoint_dir": str(tmp_path / "ckpt"),
+        "data": tiny_config.data.model_copy(update={"corpus": str(text)}),
+    })
+    fingerprint = corpus_fingerprint(config)
+    study = open_study(config, open_storage(config.storage), fingerprint)
+    Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
+    best = summarize(study).best_number
+    kept = sorted(p.name for p in (tmp_path / "ckpt" / "tiny").iterdir())
+    assert kept == [f"trial-{best:05d}"]
+    trial = study.trials[best]
+    model, meta = load_checkpoint(trial.user_attrs["checkpoint"])
+    assert trial.state == TrialState.COMPLETE and meta["result"]["final_val_loss"] == trial.value
+    assert meta["data"]["name"] == str(text) and str(model.schedule) == trial.user_attrs["schedule"]
+
+
+def test_study_config_corpus_errors_are_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="data.corpus: unknown corpus"):
+        parse_config({"name": "x", "data": {"corpus": str(tmp_path / "missing.txt")}})
+    (tmp_path / "ids.bin").write_bytes(bytes(range(200)) * 10)  # uint16 ids up to 51143
+    config = parse_config({"name": "x", "data": {"corpus": str(tmp_path / "ids.bin"), "vocab_size": 60000}})
+    with pytest.raises(ConfigError, match="model.vocab_size=256 is smaller than the corpus vocab 60000; set model.vocab_size = 60000"):
+        corpus_fingerprint(config)
+    relative = parse_config({"name": "x", "checkpoint_dir": "ckpt"})
+    assert Path(relative.checkpoint_dir).is_absolute()

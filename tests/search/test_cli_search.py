@@ -1,0 +1,99 @@
+"""The CLI commands of the search engine: schedules, best, export, confirm, and their bad input."""
+
+import csv
+import io
+import json
+import math
+import subprocess
+import sys
+
+import optuna
+import pytest
+from typer.testing import CliRunner
+
+from search.cache import DUPLICATE_ATTR
+from search.cli import app
+from search.runner import Driver
+from search.storage import open_storage
+from search.study import corpus_fingerprint, open_study
+
+runner = CliRunner()
+
+
+def test_schedules_prints_the_space_size_and_lists_every_schedule(study_toml):
+    plain = runner.invoke(app, ["schedules", str(study_toml())])
+    assert plain.exit_code == 0 and plain.stdout.startswith(f"ramp: {math.comb(3 + 3 - 1, 2)} schedules (3 layers")
+    listed = runner.invoke(app, ["schedules", str(study_toml(("[train]", '[space]\nfamily = "free"\n\n[train]'))), "--list"])
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("free: 27 schedules") and len(lines[1:]) == len(set(lines[1:])) == 27
+
+
+@pytest.mark.e2e
+def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
+    config = tiny_config.model_copy(update={"n_trials": 3, "train": tiny_config.train.model_copy(update={"steps": 20})})
+    fingerprint = corpus_fingerprint(config)
+    study = open_study(config, open_storage(config.storage), fingerprint)
+    Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
+    url = ["--storage", config.storage]
+
+    best = runner.invoke(app, ["best", "tiny", *url])
+    assert best.exit_code == 0, best.output
+    schedule, loss, gap = best.stdout.strip().split("\t")
+    ranked = min((t for t in study.trials if t.state.name == "COMPLETE" and t.user_attrs["seed"] == 0), key=lambda t: t.value)
+    assert schedule == ranked.user_attrs["schedule"] and loss == f"val_loss {ranked.value:.4f}" and "±" in gap
+
+    rows = list(csv.DictReader(io.StringIO(runner.invoke(app, ["export", "tiny", *url, "--format", "csv"]).stdout)))
+    as_json = json.loads(runner.invoke(app, ["export", "tiny", *url, "--format", "json"]).stdout)
+    assert len(rows) == len(as_json) == 3
+    for row in rows:  # one column per layer's head count, agreeing with the schedule
+        assert [int(row[f"layer_{i:02d}"]) for i in range(3)] == [int(h) for h in _heads(row["schedule"])]
+
+    confirmed = runner.invoke(app, ["confirm", "tiny", "--top", "1", "--seeds", "2", *url])
+    assert confirmed.exit_code == 0, confirmed.output
+    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]
+    rows = status["confirmation"]
+    assert len(rows) == 2 and rows[0]["schedule"] == "1x3"  # the baseline, then the best other schedule
+    assert all(r["seeds"] == 2 and r["val_loss_std"] is not None and r["gap_std"] is not None for r in rows)
+    runs = [t for t in optuna.load_study(study_name="tiny", storage=config.storage).trials if t.user_attrs["role"] == "confirm"]
+    assert sorted({t.user_attrs["seed"] for t in runs}) == [1000, 1001]  # fresh seeds, never used by the search
+
+    again = runner.invoke(app, ["confirm", "tiny", "--top", "1", "--seeds", "2", *url])  # nothing new to train
+    assert again.exit_code == 0, again.output
+    reruns = [t for t in optuna.load_study(study_name="tiny", storage=config.storage).trials
+              if t.user_attrs["role"] == "confirm"][len(runs):]
+    assert reruns and all(DUPLICATE_ATTR in t.user_attrs for t in reruns)
+    assert json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]["confirmation"] == rows
+
+
+def _heads(text):
+    from prism import Schedule
+
+    return Schedule.parse(text).heads
+
+
+def _sha(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# every search setting's error is checked at the config level (test_config.py); these go through the real CLI
+@pytest.mark.parametrize(
+    "edits, fragment",
+    [
+        ([("[train]", '[space]\nfamily = "zigzag"\n\n[train]')], "space.family: 'zigzag' is not valid"),
+        ([("n_layer = 3", "n_layer = 9"), ("[search]", '[space]\nfamily = "free"\n\n[search]\nsampler = "grid"')],
+         "cannot enumerate the 19,683 schedules of the 'free' space"),
+        ([('pruner = "successive-halving"', 'pruner = "median"\nobjectives = ["val_loss", "tokens_per_s"]')],
+         "pruner='median' cannot stop multi-objective trials"),
+    ],
+)
+def test_bad_search_input_is_one_line_exit_2_and_writes_nothing(tmp_path, study_toml, edits, fragment):
+    db = tmp_path / "keep.db"
+    optuna.create_study(study_name="existing", storage=f"sqlite:///{db}").optimize(lambda t: 1.0, n_trials=1)
+    before = _sha(db)
+    result = subprocess.run([sys.executable, "-m", "search.cli", "run", str(study_toml(*edits)), "--storage", f"sqlite:///{db}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == "" and result.stderr.count("\n") == 1 and fragment in result.stderr
+    assert _sha(db) == before

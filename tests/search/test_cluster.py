@@ -1,0 +1,186 @@
+"""Cluster mode on real parts: a two-node Ray cluster started with `ray start` (a head and a second raylet on
+this machine), fresh PostgreSQL databases, the real CLI and real training of tiny models."""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+import sqlalchemy
+from optuna.trial import TrialState
+
+from search.cluster import ClusterError, check_cluster
+from search.study import FINISHED
+from tests.search.cluster_probe import RESOURCES
+from tests.search.conftest import ROOT
+
+PG_ADMIN = os.environ.get("PRISM_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+# the cluster runs without token auth: its nodes and drivers are all this test's processes on 127.0.0.1
+RAY_ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+NODE_CPUS = 4  # logical CPUs per node: 8 in all, enough for 8 concurrent trials
+
+
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "search.cli", *args], capture_output=True, text=True, cwd=ROOT, **kw)
+
+
+# -- refusals: made before anything runs ----------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["run", "resume"])
+def test_cluster_with_sqlite_is_refused_before_anything(tmp_path, command):
+    db = tmp_path / "never.db"
+    target = "studies/tiny.toml" if command == "run" else "tiny"
+    result = _cli(command, target, "--address", "127.0.0.1:1", "--storage", f"sqlite:///{db}", timeout=60)
+    assert result.returncode == 2
+    assert result.stdout == "" and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "is a SQLite file on this machine only; pass a network database" in result.stderr
+    assert not db.exists()  # refused before the storage was opened (opening creates the file)
+
+
+def test_check_cluster_accepts_network_storage_and_names_a_bad_address():
+    check_cluster(None, "sqlite:///local.db")  # a local run may use SQLite
+    check_cluster("10.0.0.5:6380", "postgresql+psycopg://u@db:5432/prism")
+    check_cluster("auto", "postgresql+psycopg://u@db:5432/prism")
+    with pytest.raises(ClusterError, match=r"--address '10.0.0.5' is not HOST:PORT"):
+        check_cluster("10.0.0.5", "postgresql+psycopg://u@db:5432/prism")
+
+
+# -- a real two-node cluster ---------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids_using(marker: str) -> list[int]:
+    """This user's processes whose command line names `marker` (our cluster's private temp dir)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == os.getuid() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _stop_cluster(temp_dir: str) -> None:
+    """Stop only this cluster's processes: `ray stop` would also stop other Ray instances of this user."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
+        for pid in _pids_using(temp_dir):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while _pids_using(temp_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """`ray start --head --port P` plus `ray start --address 127.0.0.1:P`: two raylets, each with NODE_CPUS
+    logical CPUs and one logical GPU (Ray schedules GPU fractions without a real device)."""
+    temp_dir = tempfile.mkdtemp(prefix="rc5", dir="/tmp")  # short: Ray's socket paths must stay under 108 chars
+    port = _free_port()
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    node = ["--num-cpus", str(NODE_CPUS), "--num-gpus", "1", "--temp-dir", temp_dir, "--disable-usage-stats"]
+    try:
+        for args in (["--head", "--port", str(port), "--include-dashboard", "false"], ["--address", f"127.0.0.1:{port}"]):
+            subprocess.run([ray_bin, "start", *args, *node], env=RAY_ENV, check=True, capture_output=True, timeout=180)
+        yield f"127.0.0.1:{port}"
+    finally:
+        _stop_cluster(temp_dir)
+
+
+@pytest.fixture
+def pg_url():
+    """A fresh PostgreSQL database, dropped afterwards."""
+    name = f"prism_t5_{uuid.uuid4().hex[:12]}"
+    admin = sqlalchemy.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
+    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def _finished_and_workers(url: str) -> tuple[list, list[dict]]:
+    trials = optuna.load_study(study_name="tiny", storage=url).get_trials()
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    return [t for t in trials if t.state in FINISHED], [t.user_attrs["worker"] for t in trials if "worker" in t.user_attrs]
+
+
+@pytest.mark.e2e
+def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
+    result = subprocess.run([sys.executable, "-m", "tests.search.cluster_probe", ray_cluster, pg_url],
+                            env=RAY_ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    finished, workers = _finished_and_workers(pg_url)
+    assert len(finished) == 2 and len(workers) == 2
+    cpus, gpus = RESOURCES["cpus_per_trial"], RESOURCES["gpus_per_trial"]
+    for w in workers:
+        assert w["resources"] == {"CPU": cpus, "GPU": gpus}
+        assert w["torch_threads"] == cpus  # cpus_per_trial reaches torch, not only Ray's bookkeeping
+        assert w["cuda_visible_devices"] == "0"  # Ray handed each trial its share of the node's one GPU
+    # two trials of 3 CPUs cannot share a 4-CPU node: they ran on both raylets at once
+    assert cpus * 2 > NODE_CPUS and len({w["node"] for w in workers}) == 2
+
+
+def _count_connections(url: str, stop: threading.Event, peak: list[int]) -> None:
+    database = url.rsplit("/", 1)[1]
+    admin = sqlalchemy.create_engine(PG_ADMIN, poolclass=sqlalchemy.pool.NullPool)
+    query = sqlalchemy.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :db")
+    with admin.connect() as conn:
+        while not stop.is_set():
+            peak[0] = max(peak[0], conn.execute(query, {"db": database}).scalar_one())
+            conn.rollback()  # a fresh snapshot of pg_stat_activity on the next query
+            time.sleep(0.05)
+    admin.dispose()
+
+
+@pytest.mark.e2e
+def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connections(ray_cluster, pg_url):
+    stop, peak_connections = threading.Event(), [0]
+    sampler = threading.Thread(target=_count_connections, args=(pg_url, stop, peak_connections))
+    sampler.start()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search.cli", "run", "studies/tiny.toml", "--workers", "8", "--n-trials", "8",
+         "--address", ray_cluster, "--storage", pg_url],
+        env=RAY_ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    running, peak_running, lines = set(), 0, []
+    try:
+        for line in proc.stdout:  # plain log lines: stdout is not a terminal
+            lines.append(line)
+            if m := re.search(r"trial (\d+) started", line):
+                running.add(m[1])
+            elif m := re.search(r"trial (\d+) (COMPLETE|PRUNED|FAIL)", line):
+                running.discard(m[1])
+            peak_running = max(peak_running, len(running))
+        proc.wait(timeout=300)
+    finally:
+        stop.set()
+        sampler.join()
+    assert proc.returncode == 0, "".join(lines)
+    finished, workers = _finished_and_workers(pg_url)
+    assert len(finished) == 8 and "gap to uniform" in "".join(lines)
+    # 8 long-lived workers of 1 CPU each cannot fit on one 4-CPU node: the study ran on both raylets
+    assert len({w["pid"] for w in workers}) == 8 > NODE_CPUS
+    assert peak_running == 8
+    # only the driver talks to the database, through a pool of 2 (+2 overflow): not 15 per worker
+    assert 1 <= peak_connections[0] <= 4, peak_connections
+    print(f"peak PostgreSQL connections with {peak_running} trials in flight: {peak_connections[0]}")

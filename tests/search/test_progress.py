@@ -1,0 +1,38 @@
+import io
+
+from rich.console import Console
+
+from prism import EvalPoint
+from search.progress import Progress
+
+
+def _progress(live):
+    buffer = io.StringIO()
+    return Progress("demo", target=4, console=Console(file=buffer, width=120, force_terminal=live), live=live), buffer
+
+
+def test_plain_log_lines_when_not_a_terminal():
+    progress, buffer = _progress(live=False)
+    progress.started_trial(3, "1x2,4x2", "search")
+    progress.evaluated(3, EvalPoint(step=10, tokens=5120, val_loss=2.5, train_loss=2.6))
+    progress.finished(3, "PRUNED", 2.5)
+    progress.note("database error; retrying")
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 4
+    assert "trial 3 started: 1x2,4x2 (search)" in lines[0] and "5,120 tokens, val loss 2.5000" in lines[1]
+    assert "trial 3 PRUNED" in lines[2] and "retrying" in lines[3]
+
+
+def test_live_table_shows_running_trials_totals_and_eta():
+    progress, buffer = _progress(live=True)
+    progress.started_trial(0, "2x4", "baseline")
+    progress.started_trial(1, "1x4", "search")
+    progress.evaluated(1, EvalPoint(step=10, tokens=5120, val_loss=2.25, train_loss=2.3))
+    progress.finished(0, "COMPLETE", 2.1)
+    rendered = Console(width=120, record=True)
+    rendered.print(progress._render())
+    screen = rendered.export_text()
+    progress.close()
+    assert "1x4" in screen and "2.2500" in screen and "5,120" in screen
+    assert "2x4" not in screen.split("done")[0]  # finished trials leave the running table
+    assert "done 1/4" in screen and "best 2x4 (2.1000)" in screen and "ETA" in screen and "ETA ?" not in screen
