@@ -87,6 +87,17 @@ def test_synthetic_profile_maps_to_a_ramp_completing_at_the_onset(n_layer, onset
     assert len({r.schedule for r in ranked}) == 4 and all(family.contains(Schedule.parse(r.schedule)) for r in ranked)
 
 
+def test_ramp_late_family_gets_the_late_step_in_its_zone():
+    from search.families import RampLateFamily
+
+    zones = [Zone(**z) for z in _profile(12, [4, 10])["zones"]]
+    family = RampLateFamily(12, [1, 2, 4, 8])  # late zone 0.75-0.9: layers 9-10
+    ranked = rank_schedules(family, 4, zones, top_k=3)
+    first = Schedule.parse(ranked[0].schedule)
+    assert ranked[0].distance == 0 and first.heads[4] == 4 > first.heads[3] and first.heads[10] == 8 > first.heads[9]
+    assert all(family.contains(Schedule.parse(r.schedule)) for r in ranked)
+
+
 def test_a_family_without_ramps_gets_its_nearest_members():
     zones = [Zone(**z) for z in _profile(8, [3])["zones"]]
     ranked = rank_schedules(UniformFamily(8, [1, 2, 4, 8]), 4, zones, top_k=2)
