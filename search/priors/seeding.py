@@ -163,7 +163,8 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
     """The config the baselines of `--prior auto` run under: every trial keeps its checkpoint (the baseline's is
     audited). Later trials follow the study's own keep_checkpoints; with "best" the baseline's goes once beaten,
     its profile stays in the study (ATTR_AUDIT)."""
-    return config.model_copy(update={"keep_checkpoints": "all"})
+    # absolute: workers write from their own working directory (pydantic leaves the default unvalidated)
+    return config.model_copy(update={"keep_checkpoints": "all", "checkpoint_dir": str(Path(config.checkpoint_dir).absolute())})
 
 
 def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
