@@ -31,7 +31,7 @@ AddressOpt = typer.Option(
 )
 
 
-def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
+def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
     from search.progress import Progress
     from search.runner import Driver, connect_ray, requeue_stale_trials
@@ -60,6 +60,7 @@ def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
     workers = config.resources.workers
     connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial)
     progress = Progress(config.name, config.n_trials, done_before, console=console)
+    _seed_with_prior(study, config, prior, fingerprint, progress)
     driver = Driver(study, config, fingerprint, progress)
     started = time.monotonic()
     try:
@@ -75,6 +76,24 @@ def _execute(config: StudyConfig, address: str | None, resume: bool) -> None:
     finally:
         progress.close()
     _print_summary(study, time.monotonic() - started)
+
+
+def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
+    """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
+    A study seeded before (also on resume) gets its narrowing sampler back."""
+    from search.priors import keeping_checkpoints, narrow_sampler, prior_from_baseline, seed_study
+    from search.priors.seeding import is_seeded
+    from search.runner import Driver
+
+    if prior == "auto" and not is_seeded(study):
+        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress)
+        baselines.run(config.search.baseline_seeds, config.resources.workers)
+        prior = prior_from_baseline(study, config)
+        progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")
+    elif isinstance(prior, dict):
+        added = seed_study(study, config, prior)
+        progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
+    narrow_sampler(study, config)
 
 
 def _print_summary(study, wall_s: float | None) -> None:
@@ -118,10 +137,15 @@ def run(
     n_trials: Optional[int] = NTrialsOpt,
     workers: Optional[int] = WorkersOpt,
     address: Optional[str] = AddressOpt,
+    prior: Optional[str] = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
     config = _with_overrides(load_config(study_file), storage, n_trials, workers)
-    _execute(config, address, resume=False)
+    if prior is not None and prior != "auto":
+        from search.priors import read_prior
+
+        prior = read_prior(prior, config)  # checked before anything is stored
+    _execute(config, address, resume=False, prior=prior)
 
 
 @app.command()
@@ -349,6 +373,51 @@ def report(
 
     path = write_report(storage or DEFAULT_STORAGE, name, output)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
+
+
+@app.command()
+def audit(
+    source: str = typer.Argument(..., help="STUDY:TRIAL, a checkpoint folder, or a local Hugging Face GPT-2 folder"),
+    output: str = typer.Option("profile.json", "-o", "--output", help="the JSON profile"),
+    html: Optional[str] = typer.Option(None, "--html", help="the plotly report (default: the profile's name with .html)"),
+    storage: Optional[str] = StorageOpt,
+) -> None:
+    """Per-layer geometry of a model on fixed probe texts, and its transition zones."""
+    from pathlib import Path
+
+    from search.priors import audit_model, load_source, write_report
+
+    model, kind = load_source(source, storage or DEFAULT_STORAGE)
+    profile = audit_model(model, source=source) | {"kind": kind}
+    Path(output).write_text(json.dumps(profile, indent=1))
+    report = write_report(profile, html or Path(output).with_suffix(".html"))
+    table = Table(title=f"transition zones of {source} ({profile['schedule']})")
+    for col in ("depth", "from layer", "span", "strength"):
+        table.add_column(col)
+    for z in profile["zones"]:
+        table.add_row(f"{z['depth']:.3f}", str(z["layer"]), f"{z['start']:.2f}-{z['end']:.2f}", f"{z['strength']:.3f}")
+    console.print(table)
+    console.print(f"profile: {output}  report: {report}")
+
+
+@app.command()
+def prior(
+    profile_file: str = typer.Argument(..., help="a profile written by `prism-search audit`"),
+    study_file: str = typer.Argument(..., help="the study config whose family the schedules must belong to"),
+    output: str = typer.Option("prior.json", "-o", "--output", help="where to write the ranked schedules"),
+    top: int = typer.Option(4, "--top", min=1, help="how many schedules to rank"),
+) -> None:
+    """Map a geometry profile to a ranked list of schedules in the study's family."""
+    from pathlib import Path
+
+    from search.priors import make_prior, read_profile
+
+    config = load_config(study_file)
+    result = make_prior(read_profile(profile_file), config, top)
+    Path(output).write_text(json.dumps(result, indent=1))
+    for e in result["schedules"]:
+        console.print(f"{e['rank']}. {e['schedule']}  ({e['variant']}, distance {e['distance']:g})")
+    console.print(f"prior: {output}")
 
 
 def main() -> None:

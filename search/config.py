@@ -144,6 +144,7 @@ class SearchSection(_Section):
     reduction_factor: int = Field(3, ge=2)
     baseline_seeds: int = Field(3, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
     max_failed_trials: int = Field(3, ge=0, description="stop the run after this many failed trials")
+    prior_strength: float = Field(0.5, ge=0, le=1, description="with --prior: chance that an early proposal's parameter is drawn near a prior schedule")
     objectives: list[Literal["val_loss", "tokens_per_s"]] = Field(["val_loss"], description="val_loss first")
     population_size: int = Field(8, ge=2, description="nsga2: individuals per generation")
     min_throughput_ratio: float | None = Field(None, gt=0, description="tokens/s vs uniform a schedule must reach")

@@ -1,0 +1,148 @@
+"""`prism-search audit SOURCE`: a model's per-layer geometry on fixed probe texts, with its transition zones.
+
+SOURCE is a stored trial (`STUDY:TRIAL`, whose `checkpoint` user attr names its checkpoint folder), a Prism
+checkpoint folder, or a local Hugging Face GPT-2-family folder. The profile is plain JSON (format
+PROFILE_FORMAT) so the `prior` command, the study's user attrs and the dashboard all read the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from prism import PrismLM
+from prism.analysis import layer_profile
+from prism.probes import probe_sets
+from search.config import PrismSearchError
+from search.priors._files import read_versioned_json
+from search.priors.zones import MIN_STRENGTH, detect_zones
+
+PROFILE_FORMAT = "prism-profile/1"
+# the per-layer curves of the report and of zone detection: (LayerMetrics attribute, label, unit)
+METRICS = [
+    ("depth_curvature", "depth curvature", "rad"),
+    ("token_curvature", "token curvature", "rad"),
+    ("matrix_entropy", "matrix entropy", "normalised"),
+    ("mad_relative", "mean attention distance (relative)", "fraction of position"),
+    ("attn_entropy", "attention entropy", "nats"),
+]
+_TRIAL_REF = re.compile(r"^(?P<study>[A-Za-z0-9_.\-]+):(?P<number>\d+)$")
+
+
+class AuditError(PrismSearchError):
+    pass
+
+
+def _load_folder(path: Path) -> tuple[PrismLM, str]:
+    """A Prism checkpoint or a Hugging Face GPT-2 folder, told apart by their config.json."""
+    from prism.checkpoint import CheckpointError, load_checkpoint
+    from prism.hf import load_hf_gpt2
+
+    config = path / "config.json"
+    try:
+        meta = json.loads(config.read_text()) if config.is_file() else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        meta = None
+    if not isinstance(meta, dict) or not ({"format", "model_type"} & meta.keys()):
+        raise AuditError(
+            f"{str(path)!r} is not a model folder (no Prism checkpoint or Hugging Face config.json); pass a checkpoint "
+            "folder, a local GPT-2 folder or STUDY:TRIAL"
+        )
+    try:
+        if "format" in meta:
+            return load_checkpoint(path)[0], "checkpoint"
+        return load_hf_gpt2(path), "huggingface"
+    except (CheckpointError, KeyError, ValueError, RuntimeError) as e:
+        raise AuditError(f"{path}: cannot load the model ({str(e).splitlines()[0]})") from None
+
+
+def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
+    from search.storage import open_storage
+    from search.checkpoints import ATTR_CHECKPOINT
+    from search.study import load_study
+
+    study = load_study(study_name, open_storage(storage_url))
+    trials = study.get_trials(deepcopy=False)
+    if number >= len(trials):
+        raise AuditError(f"study {study_name!r} has no trial {number} (it has {len(trials)}); check STUDY:TRIAL")
+    path = trials[number].user_attrs.get(ATTR_CHECKPOINT)
+    if not path:
+        raise AuditError(
+            f"trial {number} of study {study_name!r} has no checkpoint; rerun it with checkpoints kept "
+            "(keep_checkpoints = \"all\"; `run --prior auto` keeps the baseline's) or audit a checkpoint folder"
+        )
+    if not Path(path).is_dir():
+        raise AuditError(f"trial {number} of study {study_name!r}: checkpoint folder {path!r} is gone; audit another source")
+    return Path(path)
+
+
+def load_source(source: str, storage_url: str) -> tuple[PrismLM, str]:
+    """The model SOURCE names and its kind ("checkpoint", "huggingface")."""
+    path = Path(source)
+    if path.is_dir():
+        return _load_folder(path)
+    match = _TRIAL_REF.match(source)
+    if match:
+        return _load_folder(_trial_checkpoint(match["study"], int(match["number"]), storage_url))
+    raise AuditError(f"audit source {source!r} is neither a folder nor STUDY:TRIAL; pass a checkpoint or GPT-2 folder, or e.g. quickstart:0")
+
+
+@torch.no_grad()
+def audit_model(model: PrismLM, source: str = "", n_probes: int = 8) -> dict:
+    """Every metric per layer on each probe set, plus the transition zones of all curves together."""
+    model.eval()
+    cfg = model.cfg
+    L = cfg.n_layer
+    profile: dict = {
+        "format": PROFILE_FORMAT, "source": source, "n_layer": L, "d_model": cfg.d_model,
+        "schedule": str(model.schedule), "depths": [(layer + 1) / L for layer in range(L)],
+        "probes": {}, "curves": {}, "layers": {},
+    }
+    device = next(model.parameters()).device
+    for probes in probe_sets(cfg.block_size, n_probes):
+        tokens = probes.tokens % cfg.vocab_size  # byte ids; a smaller vocab folds them, keeping repeats and pairs
+        rows = layer_profile(model.trace(tokens.to(device)))
+        profile["probes"][probes.name] = probes.description
+        profile["layers"][probes.name] = [vars(r) for r in rows]
+        profile["curves"][probes.name] = {attr: [getattr(r, attr) for r in rows] for attr, _, _ in METRICS}
+    curves = {f"{p}.{m}": values for p, by_metric in profile["curves"].items() for m, values in by_metric.items()}
+    profile["zones"] = [z.to_dict() for z in detect_zones(curves)]
+    profile["zone_method"] = (
+        f"search.priors.zones: z-normalised per-layer curves ({len(curves)}: 5 metrics x probe sets), [1,2,1]/4 "
+        f"smoothing from 6 layers, mean |change| per boundary, local maxima with prominence (strength) >= {MIN_STRENGTH}"
+    )
+    return profile
+
+
+def read_profile(path: str | Path) -> dict:
+    return read_versioned_json(path, PROFILE_FORMAT, "profile", "`prism-search audit SOURCE -o PROFILE.json`", AuditError)
+
+
+def write_report(profile: dict, path: str | Path) -> Path:
+    """A self-contained HTML page (plotly JS embedded): one panel per metric against relative depth, zones shaded."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=len(METRICS), cols=1, shared_xaxes=True,
+                        subplot_titles=[f"{label} ({unit})" for _, label, unit in METRICS])
+    depths = profile["depths"]
+    for row, (attr, _, _) in enumerate(METRICS, start=1):
+        for i, (probe, by_metric) in enumerate(profile["curves"].items()):
+            fig.add_scatter(
+                x=depths, y=by_metric[attr], mode="lines+markers", name=probe, legendgroup=probe,
+                showlegend=row == 1, line={"color": ("#1f77b4", "#d62728", "#2ca02c")[i % 3]},
+                customdata=list(range(len(depths))), hovertemplate="layer %{customdata}, depth %{x:.3f}: %{y:.4f}",
+                row=row, col=1,
+            )
+    for z in profile["zones"]:
+        half = 0.5 / profile["n_layer"]
+        fig.add_vrect(x0=z["start"] - half, x1=z["end"] + half, fillcolor="orange", opacity=min(0.5, 0.1 + z["strength"] / 4),
+                      line_width=0, annotation_text=f"zone {z['depth']:.2f} (strength {z['strength']:.2f})",
+                      annotation_position="top left", row="all", col=1)
+    fig.update_xaxes(title_text="relative depth (layer + 1) / L", row=len(METRICS), col=1)
+    fig.update_layout(height=220 * len(METRICS), title=f"layer geometry of {profile['source']} ({profile['schedule']})")
+    path = Path(path)
+    fig.write_html(path, include_plotlyjs=True, full_html=True)
+    return path
