@@ -11,6 +11,7 @@ report reuses them unchanged. Optional data shows up when present and is skipped
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -106,10 +107,16 @@ def _heads(attrs: dict) -> tuple[int, ...] | None:
         return None
 
 
-def _audit(attrs: dict) -> list[dict] | None:
-    audit = attrs.get(ATTR_AUDIT)
+def _audit(attrs: dict, study_audit: dict | None = None) -> list[dict] | None:
+    """A trial's own audit, else the study's when `prism-search run --prior auto` audited this very trial
+    (its profile is stored on the study, JSON, with `source` = "STUDY:TRIAL" and per-layer rows per probe set)."""
+    audit = attrs.get(ATTR_AUDIT, study_audit)
+    if isinstance(audit, str):
+        audit = json.loads(audit)
     if isinstance(audit, dict):
         audit = audit.get("layers")
+        if isinstance(audit, dict):  # rows per probe set: the first set is the corpus windows
+            audit = next(iter(audit.values()), None)
     return audit if isinstance(audit, list) and audit and all(isinstance(a, dict) for a in audit) else None
 
 
@@ -117,7 +124,7 @@ def _finite(x) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
-def to_row(t: FrozenTrial, metric_names: list[str]) -> TrialRow:
+def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = None) -> TrialRow:
     attrs = t.user_attrs
     loss_i = _index(metric_names, "val_loss", 0)
     tps_i = _index(metric_names, "tokens_per_s", None)
@@ -146,7 +153,7 @@ def to_row(t: FrozenTrial, metric_names: list[str]) -> TrialRow:
         start=t.datetime_start,
         complete=t.datetime_complete,
         error=attrs.get("error"),
-        audit=_audit(attrs),
+        audit=_audit(attrs, study_audit),
         params=dict(t.params),
         attrs=attrs,
     )
@@ -157,13 +164,17 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
     Optuna's cached storage the same FrozenTrial object comes back on every refresh."""
     trials = study.get_trials(deepcopy=False)
     names = study.metric_names or ["val_loss"]
+    study_audit = study.user_attrs.get(ATTR_AUDIT)
+    if isinstance(study_audit, str):
+        study_audit = json.loads(study_audit)
+    audited = study_audit.get("source") if isinstance(study_audit, dict) else None
     rows = []
     for t in trials:
         hit = row_cache.get((study.study_name, t._trial_id)) if row_cache is not None else None
         if hit is not None and hit[0] is t:
             rows.append(hit[1])
             continue
-        rows.append(to_row(t, names))
+        rows.append(to_row(t, names, study_audit if audited == f"{study.study_name}:{t.number}" else None))
         if row_cache is not None and t.state.is_finished():
             row_cache[(study.study_name, t._trial_id)] = (t, rows[-1])
     try:

@@ -113,3 +113,19 @@ def test_trial_figures_compare_with_the_baseline_and_show_audits_only_when_store
     diagram = figs.schedule_diagram(audited, base, d_model=128)
     assert diagram["data"][0]["y"] == list(audited.heads) and diagram["data"][1]["y"] == list(base.heads)
     assert diagram["data"][0]["text"][0] == f"{audited.heads[0]} × {128 // audited.heads[0]}"
+
+
+def test_a_prior_auto_audit_on_the_study_shows_on_the_audited_trial():
+    import torch
+
+    from prism import ModelConfig, PrismLM, Schedule
+    from search.priors.audit import audit_model
+
+    torch.manual_seed(0)
+    model = PrismLM(ModelConfig(n_layer=3, d_model=64, block_size=32, dh_min=16, dh_max=64), Schedule.parse("1x3"))
+    study = optuna.create_study(study_name="audited")
+    study.optimize(lambda t: 1.0, n_trials=2)
+    study.set_user_attr("prism.audit", json.dumps(audit_model(model, source="audited:1", n_probes=2)))
+    rows = study_view(study).rows
+    assert rows[0].audit is None  # only the audited trial carries it
+    assert len(rows[1].audit) == 3 and {"mad_relative", "matrix_entropy", "depth_curvature"} <= set(rows[1].audit[0])
