@@ -10,7 +10,9 @@ and audits of two models see exactly the same tokens.
     matching opener, often many tokens back;
   * copies: a random span of corpus text, unrelated filler, then the same span again about half a window later;
     predicting the copy needs attention that reaches back to the first occurrence.
-Tokens are bytes (ids 0..255), the built-in corpora's tokenisation.
+Tokens are bytes (ids 0..255), the built-in corpora's tokenisation. A model with another vocabulary (a GPT-2 BPE
+checkpoint) reads the same ids as its own tokens: the structure (repeats, matched pairs) survives, the meaning of
+the text does not, so profiles of such models describe geometry on structured, not natural, input.
 """
 
 from __future__ import annotations
