@@ -188,7 +188,7 @@ class StudyConfig(_Section):
     storage: str = DEFAULT_STORAGE
     keep_checkpoints: Literal["best", "all", "none"] = Field(
         "none", description="trained models to keep: the best trial's, every trial's (pruned ones too), or none")
-    checkpoint_dir: str = Field("checkpoints", description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
+    checkpoint_dir: str = Field("checkpoints", validate_default=True, description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
     model: ModelSection = ModelSection()
     space: SpaceSection = SpaceSection()
     train: TrainSection = TrainSection()
