@@ -1,4 +1,3 @@
-import shutil
 from pathlib import Path
 
 import pytest
@@ -41,23 +40,10 @@ def study_toml(tmp_path):
     return make
 
 
-PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-
-
 @pytest.fixture
 def pg_url():
     """A fresh PostgreSQL database on this machine for one test, dropped afterwards (connections included)."""
-    import uuid
+    from tests.search.pg import fresh_database
 
-    import sqlalchemy
-
-    name = f"prism_test_{uuid.uuid4().hex[:12]}"
-    admin = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.pool.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_database() as url:
+        yield url

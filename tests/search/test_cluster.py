@@ -11,7 +11,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import optuna
@@ -103,19 +102,6 @@ def ray_cluster():
         yield f"127.0.0.1:{port}"
     finally:
         _stop_cluster(temp_dir)
-
-
-@pytest.fixture
-def pg_url():
-    """A fresh PostgreSQL database, dropped afterwards."""
-    name = f"prism_t5_{uuid.uuid4().hex[:12]}"
-    admin = sqlalchemy.create_engine(PG_ADMIN, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.pool.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{name}"'))
-    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    with admin.connect() as conn:
-        conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def _finished_and_workers(url: str) -> tuple[list, list[dict]]:

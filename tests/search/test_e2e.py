@@ -2,11 +2,9 @@
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import optuna
 import pytest
