@@ -139,10 +139,9 @@ class Driver:
     def n_finished(self) -> int:
         return self._counts()[0]
 
-    def _heartbeat(self, force: bool = False) -> None:
+    def _heartbeat(self) -> None:
         now = time.monotonic()
-        interval = self.study._storage.get_heartbeat_interval()
-        if force or now - self._last_heartbeat > interval / 2:
+        if now - self._last_heartbeat > self.study._storage.get_heartbeat_interval() / 2:
             for job in self.in_flight.values():
                 self._db(self.study._storage.record_heartbeat, job.trial._trial_id)
             self._last_heartbeat = now
