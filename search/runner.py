@@ -292,12 +292,21 @@ class Driver:
             if self.progress:
                 self.progress.finished(job.trial.number, state.name, original.values[0] if original.values else None)
 
+    def _wait_and_handle(self) -> None:
+        ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
+        for ref in ready:
+            self._handle(ref)
+        self._heartbeat()
+
     def run(self, target: int, n_workers: int) -> None:
         """Run trials until the study has `target` COMPLETE or PRUNED trials, counting every driver's."""
         target = samplers.reachable_target(self.study, target)
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:
+                if not self.idle and self.in_flight:  # nothing to dispatch: skip the count (a full read of the study)
+                    self._wait_and_handle()
+                    continue
                 finished, running = self._counts()
                 while self.idle and finished + running < target and not self._too_many_failures():
                     worker = self.idle.pop()
@@ -311,10 +320,7 @@ class Driver:
                     time.sleep(1.0)  # another driver's trials are running: wait for them (or for them to go stale)
                     self._heartbeat()
                     continue
-                ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
-                for ref in ready:
-                    self._handle(ref)
-                self._heartbeat()
+                self._wait_and_handle()
         except KeyboardInterrupt:
             for job in list(self.in_flight.values()):
                 self._fail(job, "interrupted (Ctrl-C); queued again for resume", requeue=True)
