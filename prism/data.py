@@ -22,6 +22,8 @@ trial's seed alone, so two schedules trained with the same seed see the same dat
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import hashlib
 import lzma
@@ -163,17 +165,18 @@ def bpe_tokenizer(train_text: bytes, vocab_size: int):
     except ImportError:
         raise CorpusError("tokenizer='bpe' needs the tokenizers library: pip install 'prism-search[bpe]'") from None
     path = _bpe_path(train_text, vocab_size)
-    if path.is_file():
-        return Tokenizer.from_file(str(path))
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(_lines(train_text), trainer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path) + ".tmp")
-    os.replace(str(path) + ".tmp", path)  # atomic: workers training the same tokenizer at once never read half a file
-    return tok
+    with _cache_lock(path):  # workers starting together on a new corpus: one trains, the others wait and read
+        if path.is_file():
+            return Tokenizer.from_file(str(path))
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tok.train_from_iterator(_lines(train_text), trainer)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tok.save(str(tmp))
+        os.replace(tmp, path)  # atomic: a reader without the lock (another file system's) never sees half a file
+        return tok
 
 
 def _bpe_path(train_text: bytes, vocab_size: int) -> Path:
@@ -183,12 +186,27 @@ def _bpe_path(train_text: bytes, vocab_size: int) -> Path:
 def _bpe_encode(text: bytes, fit_on: bytes, vocab_size: int) -> np.ndarray:
     """`text` encoded with the BPE fitted on `fit_on`; the ids are cached beside the tokenizer (encoding is slow too)."""
     path = _bpe_path(fit_on, vocab_size).with_suffix(f".ids-{hashlib.sha256(text).hexdigest()[:16]}.npy")
-    if path.is_file():
-        return np.load(path)
-    ids = _encode(text, bpe_tokenizer(fit_on, vocab_size))
-    np.save(str(path) + ".tmp.npy", ids)
-    os.replace(str(path) + ".tmp.npy", path)
-    return ids
+    tokenizer = bpe_tokenizer(fit_on, vocab_size)
+    with _cache_lock(path):
+        if path.is_file():
+            return np.load(path)
+        ids = _encode(text, tokenizer)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npy")
+        np.save(tmp, ids)
+        os.replace(tmp, path)
+        return ids
+
+
+@contextlib.contextmanager
+def _cache_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path`.lock, held while the cached file is checked and, if missing, made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _lines(text: bytes, per_chunk: int = 2000) -> Iterator[str]:

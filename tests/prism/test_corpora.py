@@ -1,5 +1,8 @@
 """User corpora: text files/folders/globs, nanoGPT token files, datasets save_to_disk, local BPE; their errors."""
 
+import multiprocessing
+import os
+
 import numpy as np
 import pytest
 
@@ -83,6 +86,33 @@ def test_bpe_is_trained_on_the_training_part_and_cached(tmp_path):
     load_corpus.cache_clear()
     again = load_corpus(str(path), tokenizer="bpe", vocab_size=300)
     assert np.array_equal(again.tokens, corpus.tokens) and cached.stat().st_mtime_ns == stamp
+
+
+def _load_bpe_and_report(path: str, cache: str, barrier, results) -> None:
+    os.environ["PRISM_CACHE_DIR"] = cache
+    barrier.wait()  # all workers ask for the same uncached tokenizer at once
+    corpus = load_corpus(path, tokenizer="bpe", vocab_size=300)
+    fit_on = TEXT.encode()[: int(len(TEXT) * 0.9)]
+    results.put((corpus.tokens.tobytes(), _bpe_path(fit_on, 300).stat().st_ino))
+
+
+def test_bpe_trained_once_when_workers_start_together(tmp_path):
+    """Workers of a new study start at the same moment on an uncached corpus: one trains, the rest read its file."""
+    pytest.importorskip("tokenizers")
+    (tmp_path / "t.txt").write_text(TEXT)
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_load_bpe_and_report, args=(str(tmp_path / "t.txt"), os.environ["PRISM_CACHE_DIR"], barrier, results))
+             for _ in range(3)]
+    for p in procs:
+        p.start()
+    reports = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs)
+    assert len({tokens for tokens, _ in reports}) == 1
+    assert len({inode for _, inode in reports}) == 1  # a second training would have replaced the file
+    assert not [f.name for f in (tmp_path / "cache" / "tokenizers").iterdir() if ".tmp" in f.name]
 
 
 @pytest.mark.parametrize("case, message", [
