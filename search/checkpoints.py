@@ -1,9 +1,10 @@
 """Which trained models a study keeps (`keep_checkpoints = best | all | none`), on the driver's side.
 
 Workers write a trial's checkpoint to `trial_checkpoint_dir` and return its path with the result (stored as
-the trial's `checkpoint` user attr, like every result extra); the driver,
-for "best", deletes every other trial's directory once a trial finishes. The directory must be on a file
-system the driver and the workers share (always true for a local Ray).
+the trial's `checkpoint` user attr, like every result extra); the driver, for "best", deletes every other
+trial's directory once a trial finishes, but keeps the Pareto front's in a multi-objective study and the
+paired uniform baseline's (the study seed's): the reference `prism-search audit` and `analyze` compare with.
+The directory must be on a file system the driver and the workers share (always true for a local Ray).
 """
 
 from __future__ import annotations
@@ -25,13 +26,20 @@ def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:
 
 
 def keep_checkpoints(study: optuna.Study, config: StudyConfig) -> None:
-    """After a trial was told: when keeping "best", delete every checkpoint but the study's best trial's."""
+    """After a trial was told: when keeping "best", delete every checkpoint but those of the best trial, the
+    Pareto front (multi-objective studies) and the paired baseline. Duplicates share their original's
+    directory, so what is kept is decided by path, not by trial."""
     from search.study import summarize
 
     if config.keep_checkpoints != "best":
         return
-    best = summarize(study).best_number
-    for t in study.get_trials(deepcopy=False):
-        path = t.user_attrs.get(ATTR_CHECKPOINT)
-        if path and t.number != best and Path(path).is_dir():
+    summary = summarize(study)
+    keep_numbers = {summary.best_number} | {p["number"] for p in summary.pareto}
+    trials = study.get_trials(deepcopy=False)
+    keep = {
+        t.user_attrs.get(ATTR_CHECKPOINT) for t in trials
+        if t.number in keep_numbers or (t.user_attrs.get("role") == "baseline" and t.user_attrs.get("seed") == config.seed)
+    }
+    for path in {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials} - keep - {None}:
+        if Path(path).is_dir():
             shutil.rmtree(path)

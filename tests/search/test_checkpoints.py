@@ -2,10 +2,12 @@
 
 from pathlib import Path
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 
 from prism import load_checkpoint
+from search.checkpoints import keep_checkpoints
 from search.config import ConfigError, parse_config
 from search.runner import Driver
 from search.storage import open_storage
@@ -39,7 +41,7 @@ def test_session_saves_finished_trials_and_pruned_ones_only_for_all(tiny_config,
 
 
 @pytest.mark.e2e
-def test_study_keeps_only_the_best_checkpoint_and_trains_on_a_user_corpus(ray_local, tiny_config, tmp_path):
+def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user_corpus(ray_local, tiny_config, tmp_path):
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"{i} little pigs went to market, {i * 7 % 13} came home\n" for i in range(3000)))
     config = tiny_config.model_copy(update={
@@ -51,11 +53,28 @@ def test_study_keeps_only_the_best_checkpoint_and_trains_on_a_user_corpus(ray_lo
     Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
     best = summarize(study).best_number
     kept = sorted(p.name for p in (tmp_path / "ckpt" / "tiny").iterdir())
-    assert kept == [f"trial-{best:05d}"]
+    baseline = next(t.number for t in study.trials if t.user_attrs["role"] == "baseline" and t.user_attrs["seed"] == config.seed)
+    assert kept == sorted({f"trial-{best:05d}", f"trial-{baseline:05d}"}) and len(study.trials) == 4
     trial = study.trials[best]
     model, meta = load_checkpoint(trial.user_attrs["checkpoint"])
     assert trial.state == TrialState.COMPLETE and meta["result"]["final_val_loss"] == trial.value
     assert meta["data"]["name"] == str(text) and str(model.schedule) == trial.user_attrs["schedule"]
+
+
+def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
+    """A duplicate carries its original's checkpoint path: deleting by trial would delete the best's directory."""
+    study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    study.tell(study.ask(), 9.0)  # the enqueued baseline (trial 0) had no checkpoint here: give it none
+    dirs = {name: tmp_path / name for name in ("best", "worse", "baseline")}
+    for path in dirs.values():
+        path.mkdir()
+    for value, name, extra in [(1.0, "best", {}), (2.0, "worse", {}), (1.0, "best", {"duplicate_of": 1})]:
+        study.add_trial(optuna.trial.create_trial(value=value, user_attrs={
+            "role": "search", "seed": tiny_config.seed, "schedule": f"s-{name}", "checkpoint": str(dirs[name]), **extra}))
+    study.add_trial(optuna.trial.create_trial(value=3.0, user_attrs={
+        "role": "baseline", "seed": tiny_config.seed, "schedule": "2x4", "checkpoint": str(dirs["baseline"])}))
+    keep_checkpoints(study, tiny_config.model_copy(update={"keep_checkpoints": "best"}))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name in dirs) == ["baseline", "best"]
 
 
 def test_study_config_corpus_errors_are_one_line(tmp_path):
