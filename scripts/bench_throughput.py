@@ -3,15 +3,22 @@
 Every schedule trains through the real `prism.Trainer` step (same data stream, optimizer, autocast), built with
 the same seed. Rounds interleave the schedules (rotating the order each round) so machine load hits all of them
 alike; each round's tokens/s is divided by the uniform model's in that same round, and the table reports the
-median ratio with its min..max spread over rounds. Peak memory: CUDA's max_memory_allocated per schedule; on
-CPU the growth of resident memory in a child process from "torch imported" to "trainer built and a few steps
-run" (model, optimizer state, gradients and what the allocator keeps; not a true activation peak).
+median of those per-round ratios with its distribution-free 95% interval (below 6 rounds: min..max and its
+lower coverage), their min..max, and whether the schedule meets the target (>= 0.98x: the whole interval
+above it), misses it (the whole interval below) or is inside the noise.
+
+Peak memory: CUDA's max_memory_allocated per schedule; on CPU the growth of resident memory in a child process
+from "torch imported" to "trainer built and a few steps run" (model, optimizer state, gradients and what the
+allocator keeps; not a true activation peak).
 
 `--kernel` also times fused attention alone (SDPA forward + backward at the same B, T, d_model) for every
-allowed head dim, which tells whether a schedule's throughput gap comes from the attention kernel.
+allowed head dim, and a "predicted from SDPA" column: the uniform step time with each layer's attention
+swapped for that schedule's head dim. Where predicted and measured ratios agree, the attention kernel
+explains the gap (the projections and MLP do the same matmuls in every schedule).
 
     python scripts/bench_throughput.py                      # CPU, fp32 (CUDA + bf16 autocast when present)
     python scripts/bench_throughput.py --d-model 768 --n-layer 12 --block-size 1024 --device cuda
+    bash scripts/gpu_check.sh                               # the prepared GPU run: CUDA tests + eager/compiled bench
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import sys
 import time
 
 import numpy as np
+import scipy.stats
 import torch
 
 from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, validate
@@ -49,7 +57,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     p.add_argument("--compile", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--no-memory", action="store_true", help="skip the per-schedule CPU memory probes")
+    p.add_argument("--no-memory", action="store_true", help="skip the per-schedule memory probes (each builds the model again)")
     p.add_argument("--kernel", action="store_true", help="also time SDPA alone per head dim")
     return p.parse_args()
 
@@ -142,10 +150,9 @@ def main() -> None:
         for s in order:
             tps[s].append(_timed(trainers[s], args.steps))
     del trainers
-    memory = {} if args.no_memory and not args.device.startswith("cuda") else \
-        {s: _peak_memory_mib(cfg, s, tcfg, args) for s in schedules}
+    kernel = _kernel_times(cfg, args) if args.kernel else None
+    memory = {} if args.no_memory else {s: _peak_memory_mib(cfg, s, tcfg, args) for s in schedules}
 
-    ratios = {s: [a / b for a, b in zip(tps[s], tps[baseline])] for s in schedules}
     precision = "bf16 autocast" if _autocast_dtype(args.precision, torch.device(args.device)) else "fp32"
     device = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{platform.processor() or 'cpu'}, {torch.get_num_threads()} threads"
     print(f"command: python {' '.join(shlex.quote(a) for a in sys.argv)}")
@@ -153,41 +160,65 @@ def main() -> None:
           f"load average before/after: {_load_before[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, T={cfg.block_size}, batch {args.batch_size}; "
           f"{args.rounds} interleaved rounds x {args.steps} steps after {args.warmup} warm-up steps\n")
-    print("| schedule | head dims | tokens/s (median) | ratio to uniform: median | min..max | peak memory MiB |")
-    print("|---|---|---:|---:|---|---:|")
+    step_s = args.batch_size * cfg.block_size / statistics.median(tps[baseline])  # the uniform model's seconds per step
+    print("| schedule | head dims | tokens/s (median) | ratio to uniform (median) | 95% CI | min..max | >= 0.98x? "
+          f"|{' predicted from SDPA |' if kernel else ''} peak memory MiB |")
+    print(f"|---|---|---:|---:|---|---|---|{'---:|' if kernel else ''}---:|")
     for s in schedules:
+        ratios = [a / b for a, b in zip(tps[s], tps[baseline])]
+        median, low, high, coverage = _median_ci(ratios)
+        verdict = ("uniform" if s == baseline else "too few rounds" if coverage < 0.95 else
+                   "yes" if low >= TARGET else "NO" if high < TARGET else "inside noise")
         dims = ",".join(str(d) for d in dict.fromkeys(s.head_dims(cfg.d_model)))
-        mem = f"{memory[s]:.0f}" if s in memory else "-"
         label = f"{s} (uniform)" if s == baseline else str(s)
-        print(f"| {label} | {dims} | {statistics.median(tps[s]):,.0f} | {statistics.median(ratios[s]):.3f} | "
-              f"{min(ratios[s]):.3f}..{max(ratios[s]):.3f} | {mem} |")
-    if args.kernel:
-        _kernel_table(cfg, args, baseline.head_dims(cfg.d_model)[0])
+        predicted = ""
+        if kernel:  # the uniform step with each layer's attention swapped for this schedule's head dim
+            extra = sum(kernel[d] - kernel[baseline.head_dims(cfg.d_model)[0]] for d in s.head_dims(cfg.d_model))
+            predicted = f" {step_s / (step_s + extra):.3f} |"
+        mem = f"{memory[s]:.0f}" if s in memory else "-"
+        print(f"| {label} | {dims} | {statistics.median(tps[s]):,.0f} | {median:.3f} | {low:.3f}..{high:.3f}{'' if coverage >= 0.95 else f' ({coverage:.0%})'} | "
+              f"{min(ratios):.3f}..{max(ratios):.3f} | {verdict} |{predicted} {mem} |")
+    if kernel:
+        base = baseline.head_dims(cfg.d_model)[0]
+        print(f"\nSDPA alone (B={args.batch_size}, T={cfg.block_size}, d_model={cfg.d_model}, forward+backward, "
+              f"median of {args.rounds} interleaved rounds); the uniform step takes {1000 * step_s:.2f} ms")
+        print(f"| head dim | heads | ms per call | time ratio to head dim {base} | share of the uniform step if every layer used it |")
+        print("|---:|---:|---:|---:|---:|")
+        for d, t in kernel.items():
+            print(f"| {d} | {cfg.d_model // d} | {1000 * t:.3f} | {t / kernel[base]:.3f} | {cfg.n_layer * t / step_s:.1%} |")
 
 
-def _kernel_table(cfg: ModelConfig, args: argparse.Namespace, baseline_dim: int) -> None:
-    """SDPA forward + backward per head dim, interleaved rounds, as a ratio to the baseline head dim."""
+TARGET = 0.98
+
+
+def _median_ci(ratios: list[float]) -> tuple[float, float, float, float]:
+    """Median of the per-round ratios, its distribution-free interval (order statistics; rounds are the paired
+    unit) and that interval's coverage: 95% from 6 rounds on, below that min..max and what it covers. Robust to
+    the heavy-tailed slow-downs a shared machine gives single rounds."""
+    x, n = sorted(ratios), len(ratios)
+    j = max([1] + [j for j in range(1, n // 2 + 1) if 2 * scipy.stats.binom.cdf(j - 1, n, 0.5) <= 0.05])
+    return statistics.median(x), x[j - 1], x[n - j], 1 - 2 * scipy.stats.binom.cdf(j - 1, n, 0.5)
+
+
+def _kernel_times(cfg: ModelConfig, args: argparse.Namespace) -> dict[int, float]:
+    """Seconds per SDPA forward + backward call for every allowed head dim (same B, T, d_model), interleaved rounds."""
     dims = [cfg.d_model // h for h in allowed_head_counts(cfg)]
-    B, T, dtype = args.batch_size, cfg.block_size, torch.bfloat16 if "bf16" in str(_autocast_dtype(args.precision, torch.device(args.device))) else torch.float32
+    B, T = args.batch_size, cfg.block_size
+    dtype = _autocast_dtype(args.precision, torch.device(args.device)) or torch.float32
     qkv = {dh: [torch.randn(B, cfg.d_model // dh, T, dh, device=args.device, dtype=dtype, requires_grad=True) for _ in range(3)]
            for dh in dims}
+    calls = args.steps * 5
     times: dict[int, list[float]] = {dh: [] for dh in dims}
     for r in range(args.rounds + 1):
         for dh in dims[r % len(dims):] + dims[: r % len(dims)]:
             _sync(args.device)
             start = time.perf_counter()
-            for _ in range(args.steps * 5):
+            for _ in range(calls):
                 torch.nn.functional.scaled_dot_product_attention(*qkv[dh], is_causal=True).sum().backward()
             _sync(args.device)
             if r:  # round 0 warms up
-                times[dh].append(time.perf_counter() - start)
-    print(f"\nSDPA alone (B={B}, T={T}, d_model={cfg.d_model}, forward+backward): time ratio to head dim {baseline_dim}")
-    print("| head dim | heads | ms per call (median) | time ratio: median | min..max |")
-    print("|---:|---:|---:|---:|---|")
-    for dh in dims:
-        ratio = [a / b for a, b in zip(times[dh], times[baseline_dim])]
-        print(f"| {dh} | {cfg.d_model // dh} | {1000 * statistics.median(times[dh]) / (args.steps * 5):.2f} | "
-              f"{statistics.median(ratio):.3f} | {min(ratio):.3f}..{max(ratio):.3f} |")
+                times[dh].append((time.perf_counter() - start) / calls)
+    return {dh: statistics.median(t) for dh, t in times.items()}
 
 
 _load_before = os.getloadavg()
