@@ -147,19 +147,30 @@ class Trainer:
         with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.float32, enabled=self.autocast_dtype is not None):
             return self._forward(self._to_device(x), self._to_device(y))[1]
 
-    def _train_step(self) -> float:
+    def train_steps(self, n: int) -> float:
+        """Run `n` training steps and return the last training loss. The losses stay on the device until all `n`
+        steps are queued: a per-step `.item()` would make the GPU idle while Python launches the next step."""
+        losses = []
+        for _ in range(n):
+            losses.append(self._train_step())
+            self.step += 1
+        values = torch.stack(losses).float().cpu()
+        bad = torch.nonzero(~torch.isfinite(values))
+        if len(bad):
+            step, value = self.step - n + int(bad[0]), float(values[bad[0]])
+            raise TrainingDiverged(f"non-finite training loss {value} at step {step} (schedule {self.schedule}); lower lr")
+        return float(values[-1])
+
+    def _train_step(self) -> torch.Tensor:
         x, y = next(self.batches)
         for group in self.optimizer.param_groups:
             group["lr"] = self.cfg.lr_at(self.step)
         loss = self._loss(x, y)
-        value = loss.item()
-        if not math.isfinite(value):
-            raise TrainingDiverged(f"non-finite training loss {value} at step {self.step} (schedule {self.schedule}); lower lr")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
-        return value
+        return loss.detach()
 
     @torch.no_grad()
     def evaluate(self) -> float:
@@ -177,9 +188,7 @@ class Trainer:
             raise RuntimeError("training already finished")
         target = min(self.cfg.steps, (self.step // self.cfg.eval_every + 1) * self.cfg.eval_every)
         start = time.perf_counter()
-        while self.step < target:
-            self._last_train_loss = self._train_step()
-            self.step += 1
+        self._last_train_loss = self.train_steps(target - self.step)
         self.train_time += time.perf_counter() - start
         point = EvalPoint(self.step, self.step * self.tokens_per_step, self.evaluate(), self._last_train_loss)
         self.curve.append(point)

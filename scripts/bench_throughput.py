@@ -85,9 +85,7 @@ def _timed(trainer: Trainer, steps: int) -> float:
     """tokens/s of `steps` training steps."""
     _sync(trainer.cfg.device)
     start = time.perf_counter()
-    for _ in range(steps):
-        trainer._train_step()
-        trainer.step += 1
+    trainer.train_steps(steps)
     _sync(trainer.cfg.device)
     return steps * trainer.tokens_per_step / (time.perf_counter() - start)
 
