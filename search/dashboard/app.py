@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 import socketserver
 import sys
 import threading
@@ -101,7 +102,7 @@ class Dashboard:
                                     "Start the database or fix <code>--storage</code>, then reload this page.", root)
             kind = "text/html"
         except Exception:  # a bug: log it for the operator, show a page without internals to the browser
-            log.exception("dashboard error on %s", path)
+            log.error("dashboard error on %s\n%s", path, mask_url(traceback.format_exc().rstrip()))
             status, kind = "500 Internal Server Error", "text/html"
             body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
         return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")

@@ -1,6 +1,7 @@
 """The WSGI app called directly: routes, 404/503 pages, read-only, password masking, live stamp."""
 
 import hashlib
+import json
 import re
 import socket
 from pathlib import Path
@@ -86,6 +87,18 @@ def test_unreachable_database_is_a_clear_page_without_the_password():
         status, html = get(app, path)
         assert status == "503 Service Unavailable" and "unreachable" in html
         assert "s3cret-pw" not in html and "prism:***@" in html
+
+
+def test_a_page_that_fails_is_a_500_page_and_the_logged_traceback_is_masked(tmp_path, caplog):
+    """A study written by another version (an extra config field holding a database URL) breaks the study view."""
+    url = f"sqlite:///{tmp_path / 'odd.db'}"
+    synthetic_study(quickstart("odd"), url, 3, failed=0)
+    study = optuna.load_study(study_name="odd", storage=url)
+    raw = json.loads(study.user_attrs["prism.config"])
+    study.set_user_attr("prism.config", json.dumps({**raw, "mirror": "postgresql://prism:s3cret-pw@db/studies"}))
+    status, html = get(Dashboard(url), "/study/odd")
+    assert status == "500 Internal Server Error" and "Internal error" in html and "s3cret" not in html
+    assert "extra_forbidden" in caplog.text and "prism:***@db" in caplog.text and "s3cret" not in caplog.text
 
 
 def test_missing_sqlite_file_is_reported_not_created_and_recovers(tmp_path):
