@@ -81,3 +81,20 @@ def test_rope_makes_attention_depend_on_relative_position_only():
 def test_unknown_variant_is_rejected():
     with pytest.raises(ValueError, match="positions='alibi' is not one of learned, rope"):
         ModelConfig(positions="alibi")
+
+
+@pytest.mark.parametrize("variant", [{}, {"positions": "rope", "norm": "rmsnorm", "mlp": "swiglu", "qk_norm": True}])
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16])
+def test_training_attention_takes_the_fused_kernel_for_every_head_dim(variant, dtype):
+    """The CPU twin of test_cuda's kernel check: no mask or layout that would send SDPA to its slow math path."""
+    cfg = ModelConfig(n_layer=4, d_model=512, block_size=16, dh_min=32, dh_max=256, **variant)
+    model = PrismLM(cfg, Schedule.parse("2x1,4x1,8x1,16x1"))  # head dims 256, 128, 64, 32
+    idx = torch.randint(0, 256, (2, 16))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.autocast("cpu", dtype=dtype or torch.float32, enabled=dtype is not None):
+            _, loss = model(idx, idx)
+        loss.backward()
+    calls = {e.key: e.count for e in prof.key_averages()}
+    assert calls.get("aten::_scaled_dot_product_flash_attention_for_cpu") == 4
+    assert calls.get("aten::_scaled_dot_product_flash_attention_for_cpu_backward") == 4
+    assert not {"aten::_scaled_dot_product_attention_math", "aten::_softmax"} & set(calls)
