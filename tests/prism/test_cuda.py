@@ -9,10 +9,11 @@ from prism import ModelConfig, PrismLM, Schedule, TrainConfig, Trainer, load_cor
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
+@pytest.mark.parametrize("variant", [{}, {"positions": "rope", "norm": "rmsnorm", "mlp": "swiglu", "qk_norm": True}])
 @pytest.mark.parametrize("head_dim", [32, 64, 128, 256])
-def test_sdpa_uses_a_fast_kernel_for_every_allowed_head_dim(head_dim):
+def test_sdpa_uses_a_fast_kernel_for_every_allowed_head_dim(head_dim, variant):
     """With the math fallback disabled, SDPA raises unless flash or memory-efficient attention takes the call."""
-    cfg = ModelConfig(n_layer=2, d_model=512, block_size=256, dh_min=32, dh_max=256)
+    cfg = ModelConfig(n_layer=2, d_model=512, block_size=256, dh_min=32, dh_max=256, **variant)
     model = PrismLM(cfg, Schedule.uniform(512 // head_dim, 2)).cuda()
     idx = torch.randint(0, 256, (4, 256), device="cuda")
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
