@@ -150,6 +150,8 @@ class Trainer:
     def train_steps(self, n: int) -> float:
         """Run `n` training steps and return the last training loss. The losses stay on the device until all `n`
         steps are queued: a per-step `.item()` would make the GPU idle while Python launches the next step."""
+        if n < 1:
+            raise ValueError(f"train_steps needs n >= 1, got {n}")
         losses = []
         for _ in range(n):
             losses.append(self._train_step())

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-import traceback
 import socketserver
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Callable, Iterable
 from urllib.parse import parse_qs, unquote
