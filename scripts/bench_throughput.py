@@ -139,9 +139,11 @@ def main() -> None:
     tcfg = TrainConfig(steps=10**9, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device,
                        precision=args.precision, compile=args.compile)
 
+    started = time.perf_counter()
     trainers = {s: _trainer(cfg, s, tcfg) for s in schedules}
     for t in trainers.values():
-        _timed(t, args.warmup)
+        _timed(t, args.warmup)  # with --compile, this is where each model compiles
+    print(f"{len(schedules)} models built and warmed up in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     tps: dict[Schedule, list[float]] = {s: [] for s in schedules}
     for r in range(args.rounds):
         order = schedules[r % len(schedules):] + schedules[: r % len(schedules)]
