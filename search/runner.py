@@ -142,10 +142,17 @@ class Driver:
     def _heartbeat(self) -> None:
         now = time.monotonic()
         if now - self._last_heartbeat > self.study._storage.get_heartbeat_interval() / 2:
-            for job in self.in_flight.values():
-                self._db(self.study._storage.record_heartbeat, job.trial._trial_id)
             self._last_heartbeat = now
-            requeued = self._db(requeue_stale_trials, self.study)
+            try:
+                for job in self.in_flight.values():
+                    self._db(self.study._storage.record_heartbeat, job.trial._trial_id)
+                requeued = self._db(requeue_stale_trials, self.study)
+            except DatabaseUnavailable:
+                # not worth stopping for: a result about to arrive must reach _finish, which keeps it in the
+                # undelivered file if the outage lasts; any write that matters stops the run by itself
+                if self.progress:
+                    self.progress.note("heartbeat missed: database unreachable")
+                return
             if requeued and self.progress:
                 self.progress.note(f"trials {requeued} lost their driver; queued again")
 

@@ -188,12 +188,14 @@ class _CutAt(Progress):
     def __init__(self, proxy, when, outage_s=None):
         super().__init__("tiny", 3, live=False)
         self.proxy, self.when, self.outage_s, self.done = proxy, when, outage_s, False
+        self.on_cut = lambda: None
 
     def evaluated(self, number, point):
         super().evaluated(number, point)
         if not self.done and self.when(point):
             self.done = True
             self.proxy.cut()
+            self.on_cut()
             if self.outage_s is not None:
                 threading.Timer(self.outage_s, self.proxy.restore).start()
 
@@ -223,8 +225,12 @@ def test_long_outage_stops_with_a_clear_error_and_keeps_the_finished_result(ray_
     with fresh_database(f"127.0.0.1:{proxy.port}") as url:
         config, fingerprint, study = _outage_study(ray_local, tiny_config, url, 3)
         final = config.train.steps
+        progress = _CutAt(proxy, lambda p: p.step == final)
+        driver = Driver(study, config, fingerprint, progress)
+        # the worst moment: a heartbeat falls due right after the cut, before the trial's result arrives
+        progress.on_cut = lambda: setattr(driver, "_last_heartbeat", 0.0)
         with pytest.raises(DatabaseUnavailable, match="result of trial 0 is kept in .*undelivered-tiny.jsonl"):
-            Driver(study, config, fingerprint, _CutAt(proxy, lambda p: p.step == final)).run(3, n_workers=1)
+            driver.run(3, n_workers=1)
         assert undelivered_path("tiny").exists()
         proxy.restore()  # the database is back: resume stores what was kept
         study = optuna.load_study(study_name="tiny", storage=url)
