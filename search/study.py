@@ -20,7 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 from prism import CorpusError, Schedule, allowed_head_counts, load_corpus
 from search import samplers
 from search.cache import DUPLICATE_ATTR
-from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig
+from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig, parse_config
 from search.constraints import is_feasible
 from search.early_stopping import budget_tokens
 from search.families import ScheduleFamily, make_family
@@ -68,7 +68,12 @@ def stored_config(study: optuna.Study) -> StudyConfig:
     raw = study.user_attrs.get(ATTR_CONFIG)
     if raw is None:
         raise PrismSearchError(f"study {study.study_name!r} was not created by prism-search (no stored config)")
-    return StudyConfig.model_validate(json.loads(raw))
+    source = f"stored config of study {study.study_name!r}"
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{source}: not valid JSON ({e})") from None
+    return parse_config(data, source)
 
 
 def _comparable(config: StudyConfig) -> dict:

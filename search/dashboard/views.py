@@ -22,7 +22,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError
-from search.config import PrismSearchError, StudyConfig
+from search.config import ConfigError, PrismSearchError, StudyConfig
+from search.storage import mask_url
 from search.study import Summary, stored_config, summarize
 
 ATTR_AUDIT = "prism.audit"
@@ -57,6 +58,7 @@ class StudyView:
     summary: Summary | None
     metric_names: list[str]
     stamp: str  # changes whenever a trial starts, reports, finishes or fails: the page reloads on change
+    config_error: str | None = None  # the stored prism-search config exists but this version cannot read it
 
     @property
     def counts(self) -> dict[str, int]:
@@ -177,10 +179,13 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
         rows.append(to_row(t, names, study_audit if audited == f"{study.study_name}:{t.number}" else None))
         if row_cache is not None and t.state.is_finished():
             row_cache[(study.study_name, t._trial_id)] = (t, rows[-1])
+    config, config_error = None, None
     try:
         config = stored_config(study)
+    except ConfigError as e:  # a config this version cannot read (another version's fields): show what Optuna has
+        config_error = mask_url(str(e))
     except PrismSearchError:
-        config = None
+        pass  # a plain Optuna study
     summary = summarize(study) if config is not None else None
     return StudyView(
         name=study.study_name,
@@ -189,6 +194,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
         summary=summary,
         metric_names=names,
         stamp=stamp(trials),
+        config_error=config_error,
     )
 
 

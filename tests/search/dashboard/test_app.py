@@ -89,16 +89,31 @@ def test_unreachable_database_is_a_clear_page_without_the_password():
         assert "s3cret-pw" not in html and "prism:***@" in html
 
 
-def test_a_page_that_fails_is_a_500_page_and_the_logged_traceback_is_masked(tmp_path, caplog):
-    """A study written by another version (an extra config field holding a database URL) breaks the study view."""
+def test_a_config_from_another_version_degrades_to_the_plain_optuna_view(tmp_path):
     url = f"sqlite:///{tmp_path / 'odd.db'}"
     synthetic_study(quickstart("odd"), url, 3, failed=0)
     study = optuna.load_study(study_name="odd", storage=url)
     raw = json.loads(study.user_attrs["prism.config"])
     study.set_user_attr("prism.config", json.dumps({**raw, "mirror": "postgresql://prism:s3cret-pw@db/studies"}))
+    app = Dashboard(url)
+    status, html = get(app, "/study/odd")
+    assert status == "200 OK" and "unreadable by this version" in html and "s3cret" not in html
+    assert "stored config of study &#39;odd&#39;: mirror: unknown field" in html and 'data-figure="fig-curves"' in html
+    status, html = get(app, "/")
+    assert status == "200 OK" and "stored config unreadable by this version" in html
+
+
+def test_a_page_that_fails_is_a_500_page_and_the_logged_traceback_is_masked(tmp_path, caplog):
+    """A trial attr written by another tool (a URL where a loss curve belongs) breaks the study view."""
+    url = f"sqlite:///{tmp_path / 'odd.db'}"
+    synthetic_study(quickstart("odd"), url, 3, failed=0)
+    study = optuna.load_study(study_name="odd", storage=url)
+    study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={
+        "curve": [["postgresql://prism:s3cret-pw@db/studies", 1.0]]}))
     status, html = get(Dashboard(url), "/study/odd")
     assert status == "500 Internal Server Error" and "Internal error" in html and "s3cret" not in html
-    assert "extra_forbidden" in caplog.text and "prism:***@db" in caplog.text and "s3cret" not in caplog.text
+    assert "could not convert string to float" in caplog.text and "prism:***@db" in caplog.text
+    assert "s3cret" not in caplog.text
 
 
 def test_missing_sqlite_file_is_reported_not_created_and_recovers(tmp_path):
