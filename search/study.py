@@ -70,10 +70,11 @@ def stored_config(study: optuna.Study) -> StudyConfig:
         raise PrismSearchError(f"study {study.study_name!r} was not created by prism-search (no stored config)")
     source = f"stored config of study {study.study_name!r}"
     try:
-        data = json.loads(raw)
+        return parse_config(json.loads(raw), source)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{source}: not valid JSON ({e})") from None
-    return parse_config(data, source)
+        raise ConfigError(f"{source}: not valid JSON ({e}); the study attr {ATTR_CONFIG!r} was changed outside prism-search") from None
+    except ConfigError as e:  # the TOML hint ("remove it") does not apply to a stored study
+        raise ConfigError(f"{str(e).split('; ')[0]}; open the study with the prism-search version that created it") from None
 
 
 def _comparable(config: StudyConfig) -> dict:

@@ -97,3 +97,15 @@ def test_bad_search_input_is_one_line_exit_2_and_writes_nothing(tmp_path, study_
     assert result.returncode == 2, result.stderr
     assert result.stdout == "" and result.stderr.count("\n") == 1 and fragment in result.stderr
     assert _sha(db) == before
+
+
+def test_a_stored_config_this_version_cannot_read_is_one_line_exit_2(tiny_config):
+    """A study made by another version (an extra config field): status names the field and the fix, no traceback."""
+    study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    raw = json.loads(study.user_attrs["prism.config"])
+    study.set_user_attr("prism.config", json.dumps({**raw, "mirror": "elsewhere"}))
+    result = subprocess.run([sys.executable, "-m", "search.cli", "status", "tiny", "--storage", tiny_config.storage],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1
+    assert result.stderr == ("error: stored config of study 'tiny': mirror: unknown field; "
+                             "open the study with the prism-search version that created it\n")
