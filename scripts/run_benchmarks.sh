@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The evidence benchmark (issue 11, docs/results.md), run through the product's own commands.
+# Every stage is an ordinary resumable study step: run this script again after any stop (Ctrl-C, a killed
+# session) and it continues where the database says it is. Results go to docs/results/bench.db.
+#   bash scripts/run_benchmarks.sh            # all stages in order
+#   bash scripts/run_benchmarks.sh confirm    # one stage
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+STORAGE=sqlite:///docs/results/bench.db
+cli() { "$PY" -m search.cli "$@"; }
+
+stage_main() {     # the grid at the study seed: every monotone schedule once (2.05 M tokens each)
+    cli run studies/bench-main.toml
+}
+stage_confirm() {  # every schedule and uniform again on two fresh seeds: 3 paired seeds per schedule
+    cli confirm bench-main --top 27 --seeds 2 --storage "$STORAGE"
+}
+
+stages=${1:-main confirm}
+for s in $stages; do
+    echo "== stage $s ($(date -u +%H:%M:%S))"
+    "stage_$s"
+done
