@@ -283,23 +283,28 @@ def layer_profile(trace: Any, *, alpha: float = 1.0) -> list[LayerMetrics]:
     return rows
 
 
-_COLUMNS = [  # (header, attribute, format)
-    ("layer", "layer", "{:d}"),
-    ("depth", "depth", "{:.3f}"),
-    ("heads", "n_heads", "{:d}"),
-    ("mad", "mad", "{:.2f}"),
-    ("mad_rel", "mad_relative", "{:.3f}"),
-    ("mad_nosink", "mad_no_sink", "{:.2f}"),
-    ("attn_ent", "attn_entropy", "{:.3f}"),
-    ("tok_curv", "token_curvature", "{:.3f}"),
-    ("mat_ent", "matrix_entropy", "{:.3f}"),
-    ("depth_curv", "depth_curvature", "{:.3f}"),
+_COLUMNS = [  # (header, attribute, format, legend: what it measures, range and units)
+    ("layer", "layer", "{:d}", "block index, 0-based"),
+    ("depth", "depth", "{:.3f}", "relative depth (layer + 1) / L, in (0, 1]"),
+    ("heads", "n_heads", "{:d}", "attention heads in the layer (schedule)"),
+    ("mad", "mad", "{:.2f}", "mean attention distance: how far back the heads look, in tokens (mean over heads)"),
+    ("mad_rel", "mad_relative", "{:.3f}",
+     "mad / query position, in [0, 1]: 0 = the token itself, 0.5 = uniform over the past, 1 = only the first token"),
+    ("mad_nosink", "mad_no_sink", "{:.2f}", "mad with the mass on token 0 (the attention sink) removed, in tokens"),
+    ("attn_ent", "attn_entropy", "{:.3f}", "attention entropy, nats: low = sharp few-key heads, high = diffuse (at most log(position + 1))"),
+    ("tok_curv", "token_curvature", "{:.3f}",
+     "token curvature: mean turn of the token-to-token trajectory of the layer's output, radians in [0, pi]"),
+    ("mat_ent", "matrix_entropy", "{:.3f}",
+     "matrix entropy of the layer's output, in [0, 1]: 0 = all tokens on one direction, 1 = spread evenly over min(T, D)"),
+    ("depth_curv", "depth_curvature", "{:.3f}",
+     "depth curvature: turn between this block's update and the next one's, radians in [0, pi] (pi/2 = orthogonal); '-' on the last layer"),
 ]
 
 
 def format_profile(rows: Sequence[LayerMetrics]) -> str:
     """
-    Plain fixed-width text table, one line per layer after a header, for a CLI.
+    Plain fixed-width text table, one line per layer after a header, for a CLI;
+    then a blank line and a legend, one line per column: what it measures, its range and units.
     Undefined values (None) print as '-', NaN as 'nan'. Angles in radians,
     entropies in nats (matrix entropy normalised), distances in tokens.
     """
@@ -310,7 +315,9 @@ def format_profile(rows: Sequence[LayerMetrics]) -> str:
             return "nan"
         return fmt.format(v)
 
-    table = [[h for h, _, _ in _COLUMNS]]
-    table += [[cell(fmt, getattr(r, attr)) for _, attr, fmt in _COLUMNS] for r in rows]
+    table = [[h for h, _, _, _ in _COLUMNS]]
+    table += [[cell(fmt, getattr(r, attr)) for _, attr, fmt, _ in _COLUMNS] for r in rows]
     widths = [max(len(line[c]) for line in table) for c in range(len(_COLUMNS))]
-    return "\n".join("  ".join(s.rjust(w) for s, w in zip(line, widths)) for line in table)
+    text = "\n".join("  ".join(s.rjust(w) for s, w in zip(line, widths)) for line in table)
+    width = max(len(h) for h, _, _, _ in _COLUMNS)
+    return text + "\n\n" + "\n".join(f"{h.ljust(width)}  {meaning}" for h, _, _, meaning in _COLUMNS)

@@ -12,6 +12,7 @@ tokens/s of two schedules compare fairly.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -144,7 +145,8 @@ class Trainer:
         return t
 
     def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.float32, enabled=self.autocast_dtype is not None):
+        # fp32 enters no autocast context at all: a disabled one still resets autocast state on every call
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype else contextlib.nullcontext():
             return self._forward(self._to_device(x), self._to_device(y))[1]
 
     def train_steps(self, n: int) -> float:
@@ -165,13 +167,16 @@ class Trainer:
 
     def _train_step(self) -> torch.Tensor:
         x, y = next(self.batches)
+        lr = self.cfg.lr_at(self.step)
         for group in self.optimizer.param_groups:
-            group["lr"] = self.cfg.lr_at(self.step)
+            group["lr"] = lr
         loss = self._loss(x, y)
-        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
+        # free the gradients right after use, as nanoGPT does: the next forward (and any evaluation) then runs
+        # without a dead copy of them in memory, instead of holding them until the next backward
+        self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
     @torch.no_grad()

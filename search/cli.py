@@ -420,6 +420,27 @@ def prior(
     console.print(f"prior: {output}")
 
 
+def _escape_help_markup(app: typer.Typer) -> None:
+    """Rich reads a bracketed word such as `[model]` in a help text as a style tag and drops it: escape every
+    command's and parameter's help once (shared options appear in several commands), so each prints as written."""
+    import inspect
+
+    from rich.markup import escape
+
+    app.info.help = escape(app.info.help)
+    seen: set[int] = set()
+    for command in app.registered_commands:
+        command.help = escape(command.help or inspect.getdoc(command.callback) or "")
+        for param in inspect.signature(command.callback).parameters.values():
+            info = param.default
+            if isinstance(info, typer.models.ParameterInfo) and info.help and id(info) not in seen:
+                seen.add(id(info))
+                info.help = escape(info.help)
+
+
+_escape_help_markup(app)
+
+
 def main() -> None:
     try:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit raised inside a command

@@ -324,14 +324,20 @@ def test_layer_profile_single_layer_and_mismatch():
 def test_format_profile():
     rows = layer_profile(fake_trace(heads=(1, 2, 4)))
     rows[0].mad_no_sink = float("nan")
-    text = format_profile(rows)
-    lines = text.splitlines()
+    table, legend = format_profile(rows).split("\n\n")
+    lines = table.splitlines()
     assert len(lines) == 1 + len(rows)
     assert lines[0].split()[0] == "layer" and "depth_curv" in lines[0]
     assert len({len(line) for line in lines}) == 1  # fixed width
     assert lines[-1].split()[-1] == "-"  # last layer has no depth curvature
     assert "nan" in lines[1]
     assert [line.split()[2] for line in lines[1:]] == ["1", "2", "4"]
+    # the legend explains every column of the header, in order, one line each
+    explained = legend.splitlines()
+    assert [line.split()[0] for line in explained] == lines[0].split()
+    meaning = {line.split()[0]: line.split(None, 1)[1] for line in explained}
+    assert "[0, 1]" in meaning["mad_rel"] and "tokens" in meaning["mad"] and "nats" in meaning["attn_ent"]
+    assert "radians" in meaning["tok_curv"] and "radians" in meaning["depth_curv"] and "[0, 1]" in meaning["mat_ent"]
 
 
 def test_layer_profile_of_a_real_model_with_known_uniform_attention():

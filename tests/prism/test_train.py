@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from prism import ModelConfig, Schedule, TrainConfig, Trainer, TrainingDiverged, load_corpus, train
+from prism import ModelConfig, PrismLM, Schedule, TrainConfig, Trainer, TrainingDiverged, load_corpus, train, train_batches
 
 CFG = ModelConfig(n_layer=2, d_model=64, block_size=32, dh_min=16, dh_max=64)
 TCFG = TrainConfig(steps=40, batch_size=8, warmup_steps=4, eval_every=10, eval_batches=2, lr=3e-3)
@@ -25,6 +25,31 @@ def test_same_seed_is_bitwise_deterministic_and_other_seed_differs():
     c = train(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "seed": 1}), corpus)
     assert [p.val_loss for p in a.curve] == [p.val_loss for p in b.curve]
     assert a.final_val_loss != c.final_val_loss
+
+
+def test_trainer_steps_equal_a_plain_training_loop():
+    """Trainer's step is nanoGPT's loop and nothing more: same losses bit for bit, and no gradients kept
+    between steps (they are freed right after the optimizer used them)."""
+    corpus, schedule = load_corpus(), Schedule.parse("2x2")
+    trainer = Trainer(CFG, schedule, TCFG, corpus)
+    torch.manual_seed(TCFG.seed)
+    model = PrismLM(CFG, schedule)
+    groups = [[p for p in model.parameters() if p.dim() >= 2], [p for p in model.parameters() if p.dim() < 2]]
+    opt = torch.optim.AdamW([{"params": groups[0], "weight_decay": TCFG.weight_decay}, {"params": groups[1], "weight_decay": 0.0}],
+                            lr=TCFG.lr, betas=(TCFG.beta1, TCFG.beta2))
+    batches = train_batches(corpus, CFG.block_size, TCFG.batch_size, seed=TCFG.seed)
+    plain = []
+    for step in range(6):
+        for group in opt.param_groups:
+            group["lr"] = TCFG.lr_at(step)
+        loss = model(*next(batches))[1]
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), TCFG.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        plain.append(loss.item())
+    assert [trainer.train_steps(1) for _ in range(6)] == plain
+    assert all(p.grad is None for p in trainer.model.parameters())
 
 
 def test_callback_can_stop_the_run():

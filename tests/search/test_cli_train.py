@@ -22,14 +22,17 @@ def test_train_saves_reloads_and_analyzes(tmp_path):
     assert out.exit_code == 0, out.output
     record = json.loads(out.output[: out.output.index("\n}") + 2])
     assert record["schedule"] == "1x1,2x1,4x1" and record["steps"] == 20 and record["final_val_loss"] < 5.6
-    table = out.output[out.output.index("\n}") + 3:].splitlines()
+    table, legend = out.output[out.output.index("\n}") + 3:].split("\n\n")
+    table = table.splitlines()
     assert table[0].split()[:3] == ["layer", "depth", "heads"]
+    assert [line.split()[0] for line in legend.splitlines()] == table[0].split()  # every column explained
     assert [line.split()[2] for line in table[1:]] == ["1", "2", "4"]  # one row per layer with its head count
     model, meta = load_checkpoint(tmp_path / "ckpt")
     assert meta["result"]["final_val_loss"] == record["final_val_loss"] and str(model.schedule) == "1x1,2x1,4x1"
     again = runner.invoke(app, ["analyze", str(tmp_path / "ckpt")])
     assert again.exit_code == 0, again.output
-    assert again.output.splitlines()[-3:] == table[-3:]  # the same model on the same text: the same metrics
+    assert again.output.split("\n\n")[0].splitlines()[-3:] == table[-3:]  # the same model on the same text: the same metrics
+    assert again.output.split("\n\n")[1] == legend
 
 
 def test_train_bad_input_is_one_line_and_exit_2(tmp_path):
