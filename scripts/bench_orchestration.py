@@ -33,10 +33,10 @@ import sqlalchemy
 
 from prism import EvalPoint, Schedule, TrainResult
 from search.config import load_config
-from search.runner import Driver
+from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, family_for, make_sampler, open_study
-from search.trial import TrialSession, TrialSpec
+from search.runner.worker import TrialSession, TrialSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_ADMIN = os.environ.get("PRISM_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")

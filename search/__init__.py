@@ -2,11 +2,11 @@
 
 from search.config import ConfigError, PrismSearchError, StudyConfig, load_config, parse_config
 from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
-from search.runner import Driver, connect_ray, requeue_stale_trials
+from search.runner.driver import Driver, connect_ray, requeue_stale_trials
 from search.samplers import ScheduleGridSampler, make_sampler
 from search.storage import mask_url, open_storage
 from search.study import Summary, load_study, open_study, summarize
-from search.trial import TrialSession, TrialSpec, run_trial, throughput_ratio
+from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
 
 __all__ = [
     "FAMILIES",

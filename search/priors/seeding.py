@@ -24,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError, validate
 from search.config import PrismSearchError, StudyConfig
-from search.checkpoints import ATTR_CHECKPOINT
+from search.runner.checkpoints import ATTR_CHECKPOINT
 from search.priors.audit import AuditError, audit_model, load_source
 from search.priors._files import read_versioned_json
 from search.priors.mapping import onset_and_late, rank_schedules

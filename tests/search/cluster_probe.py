@@ -13,10 +13,10 @@ import ray
 import torch
 
 from search.config import parse_config
-from search.runner import Driver, connect_ray
+from search.runner.driver import Driver, connect_ray
 from search.storage import open_storage
 from search.study import corpus_fingerprint, open_study
-from search.trial import TrialSession
+from search.runner.worker import TrialSession
 from tests.search.conftest import ROOT
 
 RESOURCES = {"workers": 2, "cpus_per_trial": 3, "gpus_per_trial": 0.5}

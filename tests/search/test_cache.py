@@ -4,7 +4,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.cache import DUPLICATE_ATTR, copy_result, find_original
+from search.runner.cache import DUPLICATE_ATTR, copy_result, find_original
 
 
 def _trial(study, schedule, seed=0, **attrs):

@@ -7,12 +7,12 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import load_checkpoint
-from search.checkpoints import keep_checkpoints
+from search.runner.checkpoints import keep_checkpoints
 from search.config import ConfigError, parse_config
-from search.runner import Driver
+from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import corpus_fingerprint, open_study, summarize
-from search.trial import TrialSpec, TrialSession
+from search.runner.worker import TrialSpec, TrialSession
 
 
 def _spec(config, tmp_path, keep):

@@ -11,9 +11,9 @@ import optuna
 import pytest
 from typer.testing import CliRunner
 
-from search.cache import DUPLICATE_ATTR
+from search.runner.cache import DUPLICATE_ATTR
 from search.cli import app
-from search.runner import Driver
+from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import corpus_fingerprint, open_study
 

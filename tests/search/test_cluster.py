@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy
 from optuna.trial import TrialState
 
-from search.cluster import ClusterError, check_cluster
+from search.runner.cluster import ClusterError, check_cluster
 from search.study import FINISHED
 from tests.search.cluster_probe import RESOURCES
 from tests.search.conftest import ROOT

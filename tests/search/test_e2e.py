@@ -11,7 +11,7 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.runner import Driver
+from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, open_study, summarize
 

@@ -5,9 +5,9 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.cache import DUPLICATE_ATTR
+from search.runner.cache import DUPLICATE_ATTR
 from search.config import StudyConfig
-from search.runner import Driver
+from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, family_for, open_study, summarize
 

@@ -3,7 +3,7 @@
     ask -> schedule -> worker.start(spec) -> worker.advance() ... each EvalPoint: report, should_prune?
         -> advance again | worker.stop() -> tell(COMPLETE | PRUNED | FAIL)
 
-Only the driver talks to the database. Workers are Ray actors wrapping `search.trial.TrialSession`, so torch
+Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession`, so torch
 is imported and the corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one
 trial it held. Every trial the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
 failed once their heartbeat is stale and their schedules are queued again.
@@ -21,15 +21,16 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
-from search import cache, samplers
-from search.checkpoints import keep_checkpoints, trial_checkpoint_dir
+from search import samplers
+from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.config import PrismSearchError, StudyConfig
 from search.constraints import apply_constraint
 from search.early_stopping import make_stopping
 from search.progress import Progress
+from search.runner import cache
 from search.study import FINISHED, enqueue, family_for, stored_config
-from search.undelivered import save_undelivered
-from search.trial import TrialSession, TrialSpec, result_attrs
+from search.runner.undelivered import save_undelivered
+from search.runner.worker import TrialSession, TrialSpec, result_attrs
 
 
 class TooManyFailures(PrismSearchError):
@@ -50,7 +51,7 @@ class _InFlight:
     trial: optuna.Trial
     schedule: Schedule
     role: str
-    worker: ray.actor.ActorHandle | None  # None: a duplicate waiting for its original (see search.cache)
+    worker: ray.actor.ActorHandle | None  # None: a duplicate waiting for its original (see search.runner.cache)
     pruning: bool = False
     points: list[EvalPoint] = field(default_factory=list)
 
@@ -274,7 +275,7 @@ class Driver:
         if self.progress:
             self.progress.finished(job.trial.number, "FAIL", None, reason)
 
-    # -- duplicates (search.cache): a schedule trains once per seed ---------------------------------------
+    # -- duplicates (search.runner.cache): a schedule trains once per seed ---------------------------------------
     def _serve_duplicate(self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, worker) -> bool:
         """Give `trial` a stored result, or park it until the running original ends; False: train it."""
         original = cache.find_original(self.study, str(schedule), seed, trial.number)
