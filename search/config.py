@@ -15,18 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
 from prism.config import is_power_of_two
+from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
 from search.families import DEFAULT_LATE_ZONE, make_family
 from search.references import parse_reference
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
-
-
-class PrismSearchError(Exception):
-    """An error the user can fix; the CLI prints its message on one line and exits with code 2."""
-
-
-class ConfigError(PrismSearchError):
-    pass
 
 
 class _Section(BaseModel):

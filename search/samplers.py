@@ -15,14 +15,11 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from search.config import PrismSearchError, StudyConfig
+from search.config import StudyConfig
+from search.errors import GridExhausted
 from search.families import ScheduleFamily
 
 GRID_ATTR = "prism.grid_index"
-
-
-class GridExhausted(PrismSearchError):
-    pass
 
 
 class ScheduleGridSampler(optuna.samplers.BaseSampler):

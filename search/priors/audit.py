@@ -16,7 +16,7 @@ import torch
 from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
-from search.config import PrismSearchError
+from search.errors import AuditError
 from search.priors._files import read_versioned_json
 from search.priors.zones import MIN_STRENGTH, detect_zones
 
@@ -30,10 +30,6 @@ METRICS = [
     ("attn_entropy", "attention entropy", "nats"),
 ]
 _TRIAL_REF = re.compile(r"^(?P<study>[A-Za-z0-9_.\-]+):(?P<number>\d+)$")
-
-
-class AuditError(PrismSearchError):
-    pass
 
 
 def _load_folder(path: Path) -> tuple[PrismLM, str]:

@@ -23,7 +23,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError, validate
-from search.config import PrismSearchError, StudyConfig
+from search.config import StudyConfig
+from search.errors import PriorError
 from search.runner.checkpoints import ATTR_CHECKPOINT
 from search.priors.audit import AuditError, audit_model, load_source
 from search.priors._files import read_versioned_json
@@ -34,10 +35,6 @@ from search.study import enqueue, family_for
 PRIOR_FORMAT = "prism-prior/1"
 ATTR_PRIOR = "prism.prior"
 ATTR_AUDIT = "prism.audit"
-
-
-class PriorError(PrismSearchError):
-    pass
 
 
 # -- the prior file ----------------------------------------------------------------------------------------

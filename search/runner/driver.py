@@ -23,7 +23,8 @@ from optuna.trial import TrialState
 from prism import EvalPoint, Schedule, TrainResult
 from search import samplers
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
-from search.config import PrismSearchError, StudyConfig
+from search.config import StudyConfig
+from search.errors import DatabaseUnavailable, TooManyFailures
 from search.constraints import apply_constraint
 from search.early_stopping import make_stopping
 from search.progress import Progress
@@ -31,14 +32,6 @@ from search.runner import cache
 from search.study import FINISHED, enqueue, family_for, stored_config
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec, result_attrs
-
-
-class TooManyFailures(PrismSearchError):
-    pass
-
-
-class DatabaseUnavailable(PrismSearchError):
-    pass
 
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage

@@ -15,7 +15,8 @@ from prism import (
     Schedule, ScheduleError, Trainer, TrainResult, load_checkpoint, load_corpus, save_checkpoint, val_batches, validate,
 )
 from prism.analysis import LayerMetrics, layer_profile
-from search.config import ConfigError, StudyConfig, load_config, parse_config
+from search.config import StudyConfig, load_config, parse_config
+from search.errors import ConfigError
 from search.study import corpus_fingerprint
 
 
