@@ -32,10 +32,12 @@ import sysconfig
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch loads with the first batch: reading a corpus (and a study's fingerprint of it) needs none
+    import torch
 
 CORPORA_DIR = Path(__file__).parent / "corpora"
 BUILTIN_CORPORA = ("shakespeare", "stdlib")
@@ -272,6 +274,8 @@ def load_corpus(
 
 
 def _windows(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     idx = starts[:, None] + np.arange(block_size + 1)[None, :]  # (B, T+1)
     chunk = torch.from_numpy(data[idx].astype(np.int64))
     return chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()  # inputs, next-token targets

@@ -11,11 +11,14 @@ trial ends PRUNED with `pruned_at_rung`. Rung values live in the database, so an
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import optuna
 
-from prism import EvalPoint
 from search.config import StudyConfig
+
+if TYPE_CHECKING:
+    from prism import EvalPoint
 
 RUNG_ATTR = "rung_{}"
 

@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from prism import CorpusError, Schedule, allowed_head_counts, load_corpus
 from search import samplers
-from search.runner.cache import DUPLICATE_ATTR
+from search.storage.records import DUPLICATE_ATTR
 from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig, parse_config
 from search.constraints import is_feasible
 from search.early_stopping import budget_tokens

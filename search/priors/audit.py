@@ -57,7 +57,7 @@ def _load_folder(path: Path) -> tuple[PrismLM, str]:
 
 def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
     from search.storage import open_storage
-    from search.runner.checkpoints import ATTR_CHECKPOINT
+    from search.storage.records import ATTR_CHECKPOINT
     from search.study import load_study
 
     study = load_study(study_name, open_storage(storage_url))

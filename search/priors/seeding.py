@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from prism import Schedule, ScheduleError, validate
 from search.config import StudyConfig
 from search.errors import PriorError
-from search.runner.checkpoints import ATTR_CHECKPOINT
+from search.storage.records import ATTR_CHECKPOINT
 from search.priors.audit import AuditError, audit_model, load_source
 from search.priors._files import read_versioned_json
 from search.priors.mapping import onset_and_late, rank_schedules

@@ -17,7 +17,8 @@ import optuna
 import ray
 from optuna.trial import FrozenTrial, TrialState
 
-DUPLICATE_ATTR = "duplicate_of"
+from search.storage.records import DUPLICATE_ATTR
+
 WAIT_POLL_S = 1.0
 # attrs that describe the copy itself, not the training run it shares
 _OWN_ATTRS = {"role", "seed", "schedule", "worker", "retry_of", "error", "reference"}

@@ -15,8 +15,7 @@ from pathlib import Path
 import optuna
 
 from search.config import StudyConfig
-
-ATTR_CHECKPOINT = "checkpoint"
+from search.storage.records import ATTR_CHECKPOINT
 
 
 def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:

@@ -31,7 +31,8 @@ from search.progress import Progress
 from search.runner import cache
 from search.study import FINISHED, enqueue, family_for, stored_config
 from search.runner.undelivered import save_undelivered
-from search.runner.worker import TrialSession, TrialSpec, result_attrs
+from search.runner.worker import TrialSession, TrialSpec
+from search.storage.records import DUPLICATE_ATTR, result_attrs, schedule_attrs
 
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
@@ -183,9 +184,7 @@ class Driver:
             schedule = Schedule.parse(attrs["schedule"])  # an enqueued schedule outside the family
         else:
             schedule = self._db(self.family.suggest, trial)
-        values = {"schedule": str(schedule), "role": role, "seed": seed}
-        values |= {f"heads_{layer:02d}": heads for layer, heads in enumerate(schedule.heads)}
-        for key, value in values.items():
+        for key, value in schedule_attrs(schedule, role, seed).items():
             self._db(trial.set_user_attr, key, value)
         if self._serve_duplicate(trial, schedule, role, seed, worker):
             return True
@@ -274,7 +273,7 @@ class Driver:
         original = cache.find_original(self.study, str(schedule), seed, trial.number)
         if original is None:
             return False
-        trial.set_user_attr(cache.DUPLICATE_ATTR, original.number)
+        trial.set_user_attr(DUPLICATE_ATTR, original.number)
         self.idle.append(worker)
         job = _InFlight(trial, schedule, role, None)
         if self.progress:

@@ -112,13 +112,6 @@ class TrialSession:
         return result
 
 
-def result_attrs(result: TrainResult) -> dict:
-    """How a result is stored on its Optuna trial (user attrs): the same for every path that stores one."""
-    keys = ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens")
-    curve = [[p.tokens, p.val_loss] for p in result.curve]
-    return {k: getattr(result, k) for k in keys} | {"curve": curve} | dict(result.extra)
-
-
 def run_trial(spec: TrialSpec, should_stop=lambda point: False) -> TrainResult:
     """In-process use of the same entry point: advance until done or `should_stop(point)` says stop."""
     session = TrialSession()

@@ -11,7 +11,7 @@ import optuna
 import pytest
 from typer.testing import CliRunner
 
-from search.runner.cache import DUPLICATE_ATTR
+from search.storage.records import DUPLICATE_ATTR
 from search.cli import app
 from search.runner.driver import Driver
 from search.storage import open_storage

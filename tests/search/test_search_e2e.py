@@ -5,7 +5,7 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.runner.cache import DUPLICATE_ATTR
+from search.storage.records import DUPLICATE_ATTR
 from search.config import StudyConfig
 from search.runner.driver import Driver
 from search.storage import open_storage
