@@ -33,6 +33,7 @@ import sqlalchemy
 
 from prism import EvalPoint, Schedule, TrainResult
 from search.config import load_config
+from search.early_stopping import make_stopping
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, family_for, make_sampler, open_study
@@ -140,7 +141,7 @@ def bench_driver(config, fingerprint: str, url: str, workers: int, n: int) -> di
     clock = _Clock()
     with _peak_connections(url) as peak:
         wall, cpu = time.perf_counter(), time.process_time()
-        Driver(study, config, fingerprint, clock, session_cls=EchoSession).run(n, workers)
+        Driver(study, config, fingerprint, clock, stopping=make_stopping(study, config), session_cls=EchoSession).run(n, workers)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert len(study.get_trials(deepcopy=False, states=FINISHED)) == n
     return {"per_trial": _steady(clock.done, workers), "wall_per_trial": wall / n, "cpu_per_trial": cpu / n,

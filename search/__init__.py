@@ -5,6 +5,17 @@ for Ray and torch, which only the runner needs.
 """
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
+    from search.config import StudyConfig, load_config, parse_config
+    from search.errors import ConfigError, PrismSearchError
+    from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
+    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
+    from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
+    from search.samplers import ScheduleGridSampler, make_sampler
+    from search.storage import mask_url, open_storage
+    from search.study import Summary, load_study, open_study, summarize
 
 _EXPORTS = {
     "search.config": ("StudyConfig", "load_config", "parse_config"),

@@ -34,6 +34,7 @@ AddressOpt = typer.Option(
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
     from search.progress import Progress
+    from search.early_stopping import make_stopping
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
@@ -61,7 +62,7 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
     connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial)
     progress = Progress(config.name, config.n_trials, done_before, console=console)
     _seed_with_prior(study, config, prior, fingerprint, progress)
-    driver = Driver(study, config, fingerprint, progress)
+    driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
     started = time.monotonic()
     try:
         driver.run(config.n_trials, workers)
@@ -83,10 +84,11 @@ def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, finge
     A study seeded before (also on resume) gets its narrowing sampler back."""
     from search.priors import keeping_checkpoints, narrow_sampler, prior_from_baseline, seed_study
     from search.priors.seeding import is_seeded
+    from search.early_stopping import make_stopping
     from search.runner.driver import Driver
 
     if prior == "auto" and not is_seeded(study):
-        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress)
+        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
         baselines.run(config.search.baseline_seeds, config.resources.workers)
         prior = prior_from_baseline(study, config)
         progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")

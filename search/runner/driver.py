@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import optuna
 import ray
@@ -26,7 +27,6 @@ from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.config import StudyConfig
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.constraints import apply_constraint
-from search.early_stopping import make_stopping
 from search.progress import Progress
 from search.runner import cache
 from search.study import FINISHED, enqueue, family_for, stored_config
@@ -89,14 +89,23 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
             seed=attrs.get("seed", 0), retry_of=trial.number, attempt=attempt)
 
 
+class Stopping(Protocol):
+    """Decides between evaluations whether a search trial goes on; the study picks it (search.early_stopping)."""
+
+    def report(self, trial: optuna.Trial, point: EvalPoint) -> None: ...
+
+    def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool: ...
+
+
 class Driver:
     def __init__(
-        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
+        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None, *,
+        stopping: Stopping,
         session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
     ):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
-        self.stopping = make_stopping(study, config)
+        self.stopping = stopping
         self.progress = progress
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}

@@ -1,8 +1,8 @@
 """The one trial entry point: a `TrialSpec` in, evaluation points and a `TrainResult` out.
 
 `TrialSession` runs one trial an evaluation interval at a time. The search driver wraps it in a Ray actor
-(local or on a cluster) and decides between intervals whether to prune; tests and in-process callers use
-`run_trial`. Specs and results are plain picklable values, and a session never touches the database.
+(local or on a cluster) and decides between intervals whether to prune; `prism-search train` (search.runner.single)
+runs the same session in process through `run_trial`. Specs and results are plain picklable values, and a session never touches the database.
 
 Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
 keep_checkpoints="all") and names the directory in `TrainResult.extra["checkpoint"]`; deciding which ones
@@ -28,7 +28,7 @@ class CorpusMismatch(RuntimeError):
 @dataclass(frozen=True)
 class TrialSpec:
     study: str
-    number: int
+    number: int | None  # None: a model trained outside a study (`prism-search train`)
     schedule: str
     model: ModelConfig
     train: TrainConfig

@@ -9,6 +9,7 @@ from optuna.trial import TrialState
 from prism import load_checkpoint
 from search.runner.checkpoints import keep_checkpoints
 from search.config import ConfigError, parse_config
+from search.early_stopping import make_stopping
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import corpus_fingerprint, open_study, summarize
@@ -50,7 +51,7 @@ def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user
     })
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=2)
     best = summarize(study).best_number
     kept = sorted(p.name for p in (tmp_path / "ckpt" / "tiny").iterdir())
     baseline = next(t.number for t in study.trials if t.user_attrs["role"] == "baseline" and t.user_attrs["seed"] == config.seed)

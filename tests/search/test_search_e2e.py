@@ -7,6 +7,7 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.storage.records import DUPLICATE_ATTR
 from search.config import StudyConfig
+from search.early_stopping import make_stopping
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, family_for, open_study, summarize
@@ -51,7 +52,7 @@ def _config(tiny_config: StudyConfig, storage: str, case: dict) -> StudyConfig:
 def _run(config: StudyConfig, workers: int = 2) -> optuna.Study:
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint).run(config.n_trials, n_workers=workers)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=workers)
     return optuna.load_study(study_name=config.name, storage=config.storage)  # read back with the stock library
 
 
