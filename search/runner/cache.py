@@ -17,6 +17,7 @@ import optuna
 import ray
 from optuna.trial import FrozenTrial, TrialState
 
+from search.storage._optuna import storage_of, trial_id
 from search.storage.records import DUPLICATE_ATTR
 
 WAIT_POLL_S = 1.0
@@ -49,7 +50,7 @@ def wait_for(original: FrozenTrial) -> ray.ObjectRef:
     job = ray.get_runtime_context().get_job_id()
     if job not in _clocks:
         _clocks[job] = _Clock.remote()
-    return _clocks[job].after.remote(Wait(original._trial_id), WAIT_POLL_S)
+    return _clocks[job].after.remote(Wait(trial_id(original)), WAIT_POLL_S)
 
 
 def find_original(study: optuna.Study, schedule: str, seed: int, number: int) -> FrozenTrial | None:
@@ -71,7 +72,7 @@ def copy_result(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial)
     trial.set_user_attr(DUPLICATE_ATTR, original.number)
     for key, value in original.system_attrs.items():
         if key.startswith("constraints"):
-            study._storage.set_trial_system_attr(trial._trial_id, key, value)
+            storage_of(study).set_trial_system_attr(trial_id(trial), key, value)
     if original.state == TrialState.PRUNED:
         if len(study.directions) == 1:  # a pruned single-objective trial's value is its last intermediate one
             for step, value in sorted(original.intermediate_values.items()):

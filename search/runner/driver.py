@@ -32,6 +32,7 @@ from search.runner import cache
 from search.study import FINISHED, enqueue, family_for, stored_config
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
+from search.storage._optuna import stale_trial_ids, storage_of, trial_id
 from search.storage.records import DUPLICATE_ATTR, result_attrs, schedule_attrs
 
 
@@ -67,17 +68,17 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
     Failing a trial is a conditional update (it must still be RUNNING), so when two drivers race over one
     stale trial exactly one of them wins and queues it again.
     """
-    storage = study._storage
+    storage = storage_of(study)
     family = family_for(stored_config(study))
     requeued = []
-    for trial_id in storage._get_stale_trial_ids(study._study_id):
+    for stale_id in stale_trial_ids(study):
         try:  # the reason first: a finished trial's attrs can no longer be written
-            storage.set_trial_user_attr(trial_id, "error", "driver lost (heartbeat went stale)")
-            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            storage.set_trial_user_attr(stale_id, "error", "driver lost (heartbeat went stale)")
+            if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
-        trial = storage.get_trial(trial_id)
+        trial = storage.get_trial(stale_id)
         _requeue(study, family, trial, attempt=trial.user_attrs.get("attempt", 0))
         requeued.append(trial.number)
     return requeued
@@ -145,11 +146,11 @@ class Driver:
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
-        if now - self._last_heartbeat > self.study._storage.get_heartbeat_interval() / 2:
+        if now - self._last_heartbeat > storage_of(self.study).get_heartbeat_interval() / 2:
             self._last_heartbeat = now
             try:
                 for job in self.in_flight.values():
-                    self._db(self.study._storage.record_heartbeat, job.trial._trial_id)
+                    self._db(storage_of(self.study).record_heartbeat, trial_id(job.trial))
                 requeued = self._db(requeue_stale_trials, self.study)
             except DatabaseUnavailable:
                 # not worth stopping for: a result about to arrive must reach _finish, which keeps it in the
@@ -180,7 +181,7 @@ class Driver:
 
     def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> bool:
         trial = self._db(self.study.ask)
-        self._db(self.study._storage.record_heartbeat, trial._trial_id)
+        self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
         attrs = trial.user_attrs
         if self._is_surplus(trial, target):
             self._db(trial.set_user_attr, "error", "surplus: the study reached its target through another driver")
@@ -287,11 +288,11 @@ class Driver:
         job = _InFlight(trial, schedule, role, None)
         if self.progress:
             self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role)
-        self._await_original(job, cache.Wait(original._trial_id))
+        self._await_original(job, cache.Wait(trial_id(original)))
         return True
 
     def _await_original(self, job: _InFlight, wait: cache.Wait) -> None:
-        original = self.study._storage.get_trial(wait.original_id)
+        original = storage_of(self.study).get_trial(wait.original_id)
         if original.state == TrialState.RUNNING:
             self.in_flight[cache.wait_for(original)] = job
         elif original.state == TrialState.FAIL:
