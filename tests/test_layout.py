@@ -1,5 +1,7 @@
 """The package boundaries the project promises."""
 
+import ast
+import pathlib
 import subprocess
 import sys
 
@@ -43,3 +45,60 @@ def test_prism_train_stays_the_function_after_its_module_is_imported():
     """A lazily exported name must not be replaced by the submodule of the same name once that is imported."""
     code = "import prism.train; from prism import train; print(callable(train) and not isinstance(train, type(prism)))"
     assert _run(code) == "True"
+
+
+# The arrows: CLI -> study -> {space, runner, storage, priors}; runner -> prism; dashboard -> storage only.
+# Each entry lists what a package must never import. Rules about a package that does not exist yet (the study
+# package) apply from the day it does, so the house tightens as it is rebuilt instead of failing meanwhile.
+_SERVICE = ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.storage", "search.study")
+FORBIDDEN = {
+    "prism": ("search", "optuna", "ray"),  # the library knows nothing of the service
+    "search.errors": ("search", "prism"),
+    "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
+    "search.references": _SERVICE + ("search.config",),
+    "search.config": _SERVICE,
+    "search.storage": ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.study", "ray", "torch"),
+    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study"),
+    "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
+    "search.dashboard": ("search.cli", "search.priors", "search.runner", "search.study", "ray", "torch"),
+    "search.study": ("search.cli", "search.dashboard"),
+}
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FUTURE_PACKAGES = {"search.study"}  # today a module (search/study.py); its rules start when it is a folder
+
+
+def _exists(name: str) -> bool:
+    if not name.startswith(("prism", "search")):
+        return True  # a third-party package
+    path = ROOT / name.replace(".", "/")
+    return path.is_dir() or (name not in FUTURE_PACKAGES and path.with_suffix(".py").is_file())
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """Every module a file imports: at the top, inside functions and under TYPE_CHECKING alike."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_import_arrows_point_one_way():
+    broken = []
+    for path in sorted([*ROOT.glob("prism/**/*.py"), *ROOT.glob("search/**/*.py")]):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        owner = max((p for p in FORBIDDEN if _inside(module, p)), key=len, default=None)
+        if owner is None or not _exists(owner):
+            continue
+        for imported in _imports(path):
+            banned = [b for b in FORBIDDEN[owner] if _inside(imported, b) and _exists(b) and not _inside(imported, owner)]
+            broken += [f"{module} imports {imported}: {owner} must not import {b}" for b in banned]
+    assert not broken, "\n".join(sorted(set(broken)))
