@@ -7,6 +7,25 @@ import torch; the model, the batches and the trainer do. `from prism import ...`
 import importlib
 import sys
 import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
+    from prism.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from prism.config import ModelConfig, TrainConfig
+    from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, load_corpus, train_batches, val_batches
+    from prism.hf import load_hf_gpt2
+    from prism.model import PrismLM, Trace
+    from prism.schedule import (
+        Schedule,
+        ScheduleError,
+        allowed_head_counts,
+        enumerate_monotone,
+        flops_per_token,
+        is_valid,
+        param_count,
+        validate,
+    )
+    from prism.train import EvalPoint, Trainer, TrainingDiverged, TrainResult, train
 
 _EXPORTS = {
     "prism.checkpoint": ("CheckpointError", "load_checkpoint", "save_checkpoint"),

@@ -22,6 +22,4 @@ def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
 
 def stale_trial_ids(study: optuna.Study) -> list[int]:
     """RUNNING trials whose heartbeat is older than the storage's grace period."""
-    storage = study._storage
-    assert isinstance(storage, optuna.storages.RDBStorage), "heartbeats need an RDB storage (search.storage.open_storage)"
-    return storage._get_stale_trial_ids(study._study_id)
+    return study._storage._get_stale_trial_ids(study._study_id)  # a cached RDBStorage: open_storage's, with heartbeats
