@@ -12,7 +12,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
 from prism.config import check_power_of_two
@@ -89,9 +89,10 @@ class DataSection(_Section):
 
     @field_validator("corpus")
     @classmethod
-    def _known(cls, v: str) -> str:
-        """Built-in names stay names; paths become absolute, because Ray workers run in another directory."""
-        if v in BUILTIN_CORPORA:
+    def _known(cls, v: str, info: ValidationInfo) -> str:
+        """Built-in names stay names; paths become absolute, because Ray workers run in another directory.
+        A stored study's corpus is taken as stored: only the commands that train load it (and say if it moved)."""
+        if v in BUILTIN_CORPORA or (info.context or {}).get("stored"):
             return v
         if Path(v).exists() or (any(c in v for c in "*?[") and glob.glob(v, recursive=True)):
             return str(Path(v).absolute())
@@ -223,9 +224,10 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return f"{source}: {where}: {msg}"
 
 
-def parse_config(data: dict, source: str = "config") -> StudyConfig:
+def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:
+    """`stored`: the config a study was created with, already checked then; the disk is not consulted again."""
     try:
-        return StudyConfig.model_validate(data)
+        return StudyConfig.model_validate(data, context={"stored": stored})
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source)) from None
 
