@@ -34,8 +34,14 @@ _EXPORTS = {
     "prism.hf": ("load_hf_gpt2",),
     "prism.model": ("PrismLM", "Trace"),
     "prism.schedule": (
-        "Schedule", "ScheduleError", "allowed_head_counts", "enumerate_monotone", "flops_per_token", "is_valid",
-        "param_count", "validate",
+        "Schedule",
+        "ScheduleError",
+        "allowed_head_counts",
+        "enumerate_monotone",
+        "flops_per_token",
+        "is_valid",
+        "param_count",
+        "validate",
     ),
     "prism.train": ("EvalPoint", "TrainResult", "Trainer", "TrainingDiverged", "train"),
 }

@@ -12,8 +12,12 @@ import operator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, get_args, get_origin, get_type_hints
 
-_BOUNDS = {"gt": (operator.gt, "greater than"), "ge": (operator.ge, "at least"),
-           "lt": (operator.lt, "less than"), "le": (operator.le, "at most")}
+_BOUNDS = {
+    "gt": (operator.gt, "greater than"),
+    "ge": (operator.ge, "at least"),
+    "lt": (operator.lt, "less than"),
+    "le": (operator.le, "at most"),
+}
 
 
 def is_power_of_two(n: int) -> bool:

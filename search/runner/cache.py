@@ -49,19 +49,22 @@ def wait_for(original: FrozenTrial) -> ray.ObjectRef:
     """A reference that becomes ready in WAIT_POLL_S seconds: the driver then looks at the original again."""
     job = ray.get_runtime_context().get_job_id()
     if job not in _clocks:
-        _clocks[job] = _Clock.remote()
+        _clocks[job] = _Clock.remote()  # type: ignore[attr-defined]  # ray.remote made the class an actor
     return _clocks[job].after.remote(Wait(trial_id(original)), WAIT_POLL_S)
 
 
 def find_original(study: optuna.Study, schedule: str, seed: int, number: int) -> FrozenTrial | None:
     """The first finished trial that trained `schedule` at `seed`, else the first one training it now."""
     matches = [
-        t for t in study.get_trials(deepcopy=False, states=_USABLE)
-        if t.number != number and DUPLICATE_ATTR not in t.user_attrs
-        and t.user_attrs.get("schedule") == schedule and t.user_attrs.get("seed") == seed
+        t
+        for t in study.get_trials(deepcopy=False, states=_USABLE)
+        if t.number != number
+        and DUPLICATE_ATTR not in t.user_attrs
+        and t.user_attrs.get("schedule") == schedule
+        and t.user_attrs.get("seed") == seed
     ]
     finished = [t for t in matches if t.state != TrialState.RUNNING]
-    return (finished or matches or [None])[0]
+    return next(iter(finished or matches), None)
 
 
 def copy_result(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial) -> TrialState:

@@ -55,18 +55,26 @@ def profile(model: torch.nn.Module, data: dict, n_sequences: int = 4) -> list[La
         return layer_profile(model.trace(x.to(next(model.parameters()).device)))
 
 
-def train_single(config: StudyConfig, schedule: Schedule, *, device: str = "cpu", save: str | None = None,
-                 analyze: bool = False) -> SingleRun:
+def train_single(
+    config: StudyConfig, schedule: Schedule, *, device: str = "cpu", save: str | None = None, analyze: bool = False
+) -> SingleRun:
     """Train through the same trial session a study's workers run, in this process and without a database."""
     fingerprint = corpus_fingerprint(config)  # loads the corpus and checks the vocab: errors before compute
     if save and Path(save).exists() and not Path(save).is_dir():
         raise ConfigError(f"--save {save!r} is a file; pass a directory for the checkpoint")
     with tempfile.TemporaryDirectory() as scratch:  # --analyze reads the trained model back from its checkpoint
         spec = TrialSpec(
-            study=config.name, number=None, schedule=str(schedule), model=config.model_config_,
-            train=config.train.to_train_config(config.seed, device), corpus=config.data.corpus,
-            val_fraction=config.data.val_fraction, corpus_fingerprint=fingerprint, threads=torch.get_num_threads(),
-            corpus_options=config.data.corpus_options(), checkpoint_dir=save or (scratch if analyze else None),
+            study=config.name,
+            number=None,
+            schedule=str(schedule),
+            model=config.model_config_,
+            train=config.train.to_train_config(config.seed, device),
+            corpus=config.data.corpus,
+            val_fraction=config.data.val_fraction,
+            corpus_fingerprint=fingerprint,
+            threads=torch.get_num_threads(),
+            corpus_options=config.data.corpus_options(),
+            checkpoint_dir=save or (scratch if analyze else None),
             keep_checkpoints="best",
         )
         result = run_trial(spec)
@@ -82,4 +90,3 @@ def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
     if "data" not in meta:
         raise ConfigError(f"checkpoint {path!r} does not name its corpus; it was not written by prism-search")
     return meta, profile(model, meta["data"])
-

@@ -16,7 +16,6 @@ from optuna.trial import TrialState
 from search.storage._optuna import storage_of, trial_id
 
 
-
 def undelivered_path(study_name: str) -> Path:
     return Path.cwd() / f"prism-search-undelivered-{study_name}.jsonl"
 

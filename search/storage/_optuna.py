@@ -7,11 +7,14 @@ exactly once). Everything else goes through the storage's public methods on `sto
 
 from __future__ import annotations
 
+from typing import Any
+
 import optuna
 from optuna.trial import FrozenTrial
 
 
-def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
+def storage_of(study: optuna.Study) -> Any:
+    """Optuna's cache around open_storage's RDBStorage: the BaseStorage methods and the heartbeat ones."""
     return study._storage
 
 
@@ -22,4 +25,4 @@ def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
 
 def stale_trial_ids(study: optuna.Study) -> list[int]:
     """RUNNING trials whose heartbeat is older than the storage's grace period."""
-    return study._storage._get_stale_trial_ids(study._study_id)  # a cached RDBStorage: open_storage's, with heartbeats
+    return storage_of(study)._get_stale_trial_ids(study._study_id)  # a cached RDBStorage: open_storage's, with heartbeats

@@ -14,8 +14,8 @@ import os
 import re
 import sqlite3
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import optuna
 import sqlalchemy

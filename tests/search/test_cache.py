@@ -44,7 +44,7 @@ def test_a_copy_gets_values_metrics_constraint_and_names_its_original(study):
     assert stored.user_attrs["tokens_per_s"] == 1234.5 and "worker" not in stored.user_attrs  # it ran nowhere
     assert stored.constraints == {"throughput_ratio": 0.1}
     with pytest.raises(ValueError, match="No feasible trials"):  # the copied constraint makes it infeasible too
-        study.best_trial
+        _ = study.best_trial
 
 
 def test_a_copy_of_a_pruned_trial_is_pruned_with_its_learning_curve(study):
