@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
 
 def _run(code: str) -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
@@ -41,6 +43,17 @@ def test_public_api_is_reexported():
         assert module.__all__ and all(hasattr(module, name) for name in module.__all__)
 
 
+@pytest.mark.parametrize("package", ["prism", "search"])
+def test_lazy_exports_match_what_type_checkers_read(package):
+    """The TYPE_CHECKING imports of a lazy package face and its run-time table name the same things, from the same modules."""
+    import importlib
+
+    tree = ast.parse((ROOT / package / "__init__.py").read_text())
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    static = {(alias.name, node.module) for node in guarded.body for alias in node.names}
+    assert static == set(importlib.import_module(package)._HOME.items())
+
+
 def test_prism_train_stays_the_function_after_its_module_is_imported():
     """A lazily exported name must not be replaced by the submodule of the same name once that is imported."""
     code = "import prism.train; from prism import train; print(callable(train) and not isinstance(train, type(prism)))"
@@ -65,7 +78,6 @@ FORBIDDEN = {
 }
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 FUTURE_PACKAGES = {"search.study"}  # today a module (search/study.py); its rules start when it is a folder
 
 
