@@ -30,11 +30,11 @@ class _Section(BaseModel):
 def _section_of(cls: type, exclude: tuple[str, ...] = ()) -> Any:
     """A TOML section declared by a prism dataclass: its fields, types, defaults and bounds, restated nowhere."""
     hints = get_type_hints(cls)
-    settings = {f.name: (hints[f.name], Field(f.default, **f.metadata)) for f in fields(cls) if f.name not in exclude}
+    settings: dict[str, Any] = {f.name: (hints[f.name], Field(f.default, **f.metadata)) for f in fields(cls) if f.name not in exclude}
     return create_model(f"{cls.__name__}Fields", __base__=_Section, **settings)
 
 
-class ModelSection(_section_of(ModelConfig)):
+class ModelSection(_section_of(ModelConfig)):  # type: ignore[misc]  # a base built at import time
     @field_validator("dh_min", "dh_max")
     @classmethod
     def _power_of_two(cls, v: int) -> int:
@@ -69,7 +69,8 @@ class SpaceSection(_Section):
         return v
 
 
-class TrainSection(_section_of(TrainConfig, exclude=("seed", "device"))):  # the study's seed and resources set those
+# the study's top-level seed and its resources set TrainConfig's seed and device
+class TrainSection(_section_of(TrainConfig, exclude=("seed", "device"))):  # type: ignore[misc]
     @model_validator(mode="after")
     def _consistent(self) -> TrainSection:
         self.to_train_config(seed=0)  # TrainConfig's own cross-field checks (warmup below steps)
