@@ -122,13 +122,11 @@ class TrialSession:
         return result
 
 
-def run_trial(spec: TrialSpec, should_stop=lambda point: False) -> TrainResult:
-    """In-process use of the same entry point: advance until done or `should_stop(point)` says stop."""
+def run_trial(spec: TrialSpec) -> TrainResult:
+    """A whole trial in this process, through the same session a worker runs (`prism-search train`)."""
     session = TrialSession()
     session.start(spec)
     while True:
         out = session.advance()
         if isinstance(out, TrainResult):
             return out
-        if should_stop(out):
-            return session.stop()
