@@ -28,7 +28,7 @@ def test_prism_works_without_optuna_and_ray():
     assert _run(code) == "(1, 8, 32)"
 
 
-@pytest.mark.parametrize("module", ["search", "search.config", "search.storage", "search.dashboard", "prism.config"])
+@pytest.mark.parametrize("module", ["search", "search.config", "search.storage", "search.dashboard", "search.cli", "prism.config"])
 def test_light_faces_load_neither_ray_nor_torch(module):
     """`prism-search --help`, `status` and the dashboard start fast: only the runner pays for Ray and torch."""
     code = f"import sys, {module}; print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
