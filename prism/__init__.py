@@ -1,48 +1,71 @@
-"""prism: the Prism Transformer model library (per-layer head schedules). Knows nothing of search."""
+"""prism: the Prism Transformer model library (per-layer head schedules). Knows nothing of search.
 
-from prism.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from prism.config import ModelConfig
-from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, load_corpus, train_batches, val_batches
-from prism.hf import load_hf_gpt2
-from prism.model import PrismLM, Trace
-from prism.schedule import (
-    Schedule,
-    ScheduleError,
-    allowed_head_counts,
-    enumerate_monotone,
-    flops_per_token,
-    is_valid,
-    param_count,
-    validate,
-)
-from prism.train import EvalPoint, TrainConfig, Trainer, TrainingDiverged, TrainResult, train
+Each public name loads its module on first use (PEP 562), so reading a config, a schedule or a corpus does not
+import torch; the model, the batches and the trainer do. `from prism import ...` works as for any package.
+"""
 
-__all__ = [
-    "BUILTIN_CORPORA",
-    "CheckpointError",
-    "Corpus",
-    "CorpusError",
-    "EvalPoint",
-    "ModelConfig",
-    "PrismLM",
-    "Schedule",
-    "ScheduleError",
-    "Trace",
-    "TrainConfig",
-    "TrainResult",
-    "Trainer",
-    "TrainingDiverged",
-    "allowed_head_counts",
-    "enumerate_monotone",
-    "flops_per_token",
-    "is_valid",
-    "load_checkpoint",
-    "load_corpus",
-    "load_hf_gpt2",
-    "param_count",
-    "save_checkpoint",
-    "train",
-    "train_batches",
-    "validate",
-    "val_batches",
-]
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
+    from prism.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from prism.config import ModelConfig, TrainConfig
+    from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, load_corpus, train_batches, val_batches
+    from prism.hf import load_hf_gpt2
+    from prism.model import PrismLM, Trace
+    from prism.schedule import (
+        Schedule,
+        ScheduleError,
+        allowed_head_counts,
+        enumerate_monotone,
+        flops_per_token,
+        is_valid,
+        param_count,
+        validate,
+    )
+    from prism.train import EvalPoint, Trainer, TrainingDiverged, TrainResult, train
+
+_EXPORTS = {
+    "prism.checkpoint": ("CheckpointError", "load_checkpoint", "save_checkpoint"),
+    "prism.config": ("ModelConfig", "TrainConfig"),
+    "prism.data": ("BUILTIN_CORPORA", "Corpus", "CorpusError", "load_corpus", "train_batches", "val_batches"),
+    "prism.hf": ("load_hf_gpt2",),
+    "prism.model": ("PrismLM", "Trace"),
+    "prism.schedule": (
+        "Schedule",
+        "ScheduleError",
+        "allowed_head_counts",
+        "enumerate_monotone",
+        "flops_per_token",
+        "is_valid",
+        "param_count",
+        "validate",
+    ),
+    "prism.train": ("EvalPoint", "TrainResult", "Trainer", "TrainingDiverged", "train"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOME:
+        raise AttributeError(f"module 'prism' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: object) -> None:
+        """Python binds each imported submodule on its package; `prism.train` stays the function, as it always was."""
+        if not (name in _HOME and isinstance(value, types.ModuleType)):
+            super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,17 +1,55 @@
-"""Model configuration: the shape of a Prism model, independent of its head schedule."""
+"""Model and training configuration: plain, torch-free dataclasses that check themselves.
+
+Each setting is declared once, here: its type (a `Literal` lists the choices), its default and its bounds (field
+metadata, in pydantic's words `gt`/`ge`/`lt`/`le`). The search service builds its study-config sections from
+these same fields, so a TOML file is checked by exactly the rules the library applies.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import operator
+from dataclasses import asdict, dataclass, field, fields
+from typing import Literal, get_args, get_origin, get_type_hints
 
-POSITIONS = ("learned", "rope")
-NORMS = ("layernorm", "rmsnorm")
-MLPS = ("gelu", "swiglu")
+_BOUNDS = {
+    "gt": (operator.gt, "greater than"),
+    "ge": (operator.ge, "at least"),
+    "lt": (operator.lt, "less than"),
+    "le": (operator.le, "at most"),
+}
 
 
 def is_power_of_two(n: int) -> bool:
     return n > 0 and (n & (n - 1)) == 0
+
+
+def check_power_of_two(n: int) -> int:
+    if not is_power_of_two(n):
+        lower = 1 << (n.bit_length() - 1) if n > 0 else 1
+        raise ValueError(f"{n} is not a power of two; use {lower} or {lower * 2}")
+    return n
+
+
+def _setting(default, **bounds):
+    """A field with its bounds: the dataclass checks them, and pydantic reads the same metadata."""
+    return field(default=default, metadata=bounds)
+
+
+def check_fields(config) -> None:
+    """Every field's type-level rules: its Literal choices and its bounds."""
+    hints = get_type_hints(type(config))
+    for f in fields(config):
+        value = getattr(config, f.name)
+        choices = get_args(hints[f.name]) if get_origin(hints[f.name]) is Literal else ()
+        if choices and value not in choices:
+            raise ValueError(f"{f.name}={value!r} is not one of {', '.join(choices)}")
+        if hints[f.name] is int and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ValueError(f"{f.name} must be an integer, got {value!r}")
+        for key, bound in f.metadata.items():
+            compare, words = _BOUNDS[key]
+            if not compare(value, bound):
+                raise ValueError(f"{f.name} must be {words} {bound}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -28,35 +66,29 @@ class ModelConfig:
     depends on the head count, so every variant keeps schedules parameter- and FLOP-neutral.
     """
 
-    vocab_size: int = 256
-    n_layer: int = 6
-    d_model: int = 128
-    block_size: int = 128
-    dh_min: int = 64
-    dh_max: int = 256
-    mlp_ratio: int = 4
-    dropout: float = 0.0
+    vocab_size: int = _setting(256, gt=0)
+    n_layer: int = _setting(6, gt=0)
+    d_model: int = _setting(128, gt=0)
+    block_size: int = _setting(128, gt=0)
+    dh_min: int = _setting(64, gt=0)
+    dh_max: int = _setting(256, gt=0)
+    mlp_ratio: int = _setting(4, gt=0)
+    dropout: float = _setting(0.0, ge=0.0, lt=1.0)
     bias: bool = True
-    positions: str = "learned"
-    norm: str = "layernorm"
-    mlp: str = "gelu"
+    positions: Literal["learned", "rope"] = "learned"
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    mlp: Literal["gelu", "swiglu"] = "gelu"
     qk_norm: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "n_layer", "d_model", "block_size", "dh_min", "dh_max", "mlp_ratio"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_fields(self)
         for name in ("dh_min", "dh_max"):
-            if not is_power_of_two(getattr(self, name)):
-                raise ValueError(f"{name}={getattr(self, name)} is not a power of two; use e.g. 32, 64, 128 or 256")
+            try:
+                check_power_of_two(getattr(self, name))
+            except ValueError as e:
+                raise ValueError(f"{name}={e}") from None
         if self.dh_min > self.dh_max:
             raise ValueError(f"dh_min={self.dh_min} exceeds dh_max={self.dh_max}; swap them")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        for name, choices in (("positions", POSITIONS), ("norm", NORMS), ("mlp", MLPS)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
 
     @property
     def mlp_hidden(self) -> int:
@@ -67,3 +99,35 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = _setting(400, gt=0)
+    batch_size: int = _setting(16, gt=0)
+    lr: float = _setting(3e-3, gt=0)
+    min_lr_ratio: float = _setting(0.1, ge=0, le=1)
+    warmup_steps: int = _setting(40, ge=0)
+    weight_decay: float = _setting(0.1, ge=0)
+    beta1: float = _setting(0.9, ge=0, lt=1)
+    beta2: float = _setting(0.95, ge=0, lt=1)
+    grad_clip: float = _setting(1.0, gt=0)
+    eval_every: int = _setting(100, gt=0)
+    eval_batches: int = _setting(8, gt=0)
+    seed: int = 0
+    device: str = "cpu"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA (when supported), else fp32
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.warmup_steps >= self.steps:
+            raise ValueError(f"warmup_steps={self.warmup_steps} must be below steps={self.steps}")
+
+    def lr_at(self, step: int) -> float:
+        """Linear warmup, then cosine decay to min_lr_ratio * lr at the last step."""
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
+        floor = self.lr * self.min_lr_ratio
+        return floor + 0.5 * (self.lr - floor) * (1.0 + math.cos(math.pi * min(1.0, progress)))

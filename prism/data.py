@@ -29,13 +29,16 @@ import hashlib
 import lzma
 import os
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch loads with the first batch: reading a corpus (and a study's fingerprint of it) needs none
+    import torch
 
 CORPORA_DIR = Path(__file__).parent / "corpora"
 BUILTIN_CORPORA = ("shakespeare", "stdlib")
@@ -88,12 +91,12 @@ def _shakespeare_bytes() -> bytes:
 
 def _stdlib_bytes() -> bytes:
     root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in root.rglob("*.py") if "test" not in p.relative_to(root).parts[:1]
-                   and "site-packages" not in p.parts)
+    files = sorted(p for p in root.rglob("*.py") if "test" not in p.relative_to(root).parts[:1] and "site-packages" not in p.parts)
     return b"\n".join(p.read_bytes() for p in files)
 
 
 # -- user corpora: read a source into (train, val or None) parts of text bytes or token ids --------------------
+
 
 def _text_files(spec: str) -> list[Path]:
     if any(c in spec for c in "*?["):
@@ -108,7 +111,7 @@ def _read_bin(path: Path, dtype: str) -> np.ndarray:
     return np.memmap(path, dtype=np.dtype(dtype), mode="r")
 
 
-def _read_hf_dataset(path: Path) -> tuple[str, object, object | None]:
+def _read_hf_dataset(path: Path) -> tuple[str, Any, Any]:
     try:
         import datasets
     except ImportError:
@@ -123,13 +126,15 @@ def _read_hf_dataset(path: Path) -> tuple[str, object, object | None]:
         parts = [loaded, None]
     columns = parts[0].column_names
     if "text" in columns:
-        return "text", *(None if p is None else "\n".join(p["text"]).encode() for p in parts)
+        text = [None if p is None else "\n".join(p["text"]).encode() for p in parts]
+        return "text", text[0], text[1]
     if "input_ids" in columns:
-        return "tokens", *(None if p is None else np.fromiter((t for row in p["input_ids"] for t in row), dtype=np.int64) for p in parts)
+        ids = [None if p is None else np.fromiter((t for row in p["input_ids"] for t in row), dtype=np.int64) for p in parts]
+        return "tokens", ids[0], ids[1]
     raise CorpusError(f"dataset {path} has columns {columns}; it needs a 'text' or an 'input_ids' column")
 
 
-def _read_source(spec: str, token_dtype: str) -> tuple[str, object, object | None]:
+def _read_source(spec: str, token_dtype: str) -> tuple[str, Any, Any]:
     """('text', train_bytes, val_bytes|None) or ('tokens', train_ids, val_ids|None)."""
     path = Path(spec)
     if path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file()):
@@ -143,7 +148,8 @@ def _read_source(spec: str, token_dtype: str) -> tuple[str, object, object | Non
     files = _text_files(spec)
     if not files or not all(f.exists() for f in files):
         raise CorpusError(
-            f"corpus {spec!r} not found: not a built-in corpus ({', '.join(BUILTIN_CORPORA)}), file, folder or matching glob; check the path"
+            f"corpus {spec!r} not found: not a built-in corpus ({', '.join(BUILTIN_CORPORA)}), file, folder or "
+            "matching glob; check the path"
         )
     return "text", b"\n".join(f.read_bytes() for f in files), None
 
@@ -241,6 +247,8 @@ def load_corpus(
         raise CorpusError(f"unknown tokenizer {tokenizer!r}; use one of {', '.join(TOKENIZERS)}")
     if token_dtype not in ("uint16", "uint32"):
         raise CorpusError(f"token_dtype={token_dtype!r} is not supported; use uint16 or uint32")
+    train: Any  # text bytes, then token ids
+    val: Any
     if name in BUILTIN_CORPORA:
         kind, train, val = "text", {"shakespeare": _shakespeare_bytes, "stdlib": _stdlib_bytes}[name](), None
     else:
@@ -266,12 +274,16 @@ def load_corpus(
     top = int(tokens.max())
     if top >= vocab:
         where = int(np.argmax(np.asarray(tokens) >= vocab))
-        raise CorpusError(f"corpus {name!r}: token id {top} (first bad id at position {where}) >= vocab_size={vocab}; declare the tokenizer's real vocab_size")
-    return Corpus(name=name, tokens=tokens, vocab_size=vocab, val_fraction=val_fraction,
-                  split_at=None if val is None else len(train))
+        raise CorpusError(
+            f"corpus {name!r}: token id {top} (first bad id at position {where}) >= vocab_size={vocab}; "
+            "declare the tokenizer's real vocab_size"
+        )
+    return Corpus(name=name, tokens=tokens, vocab_size=vocab, val_fraction=val_fraction, split_at=None if val is None else len(train))
 
 
 def _windows(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    import torch
+
     idx = starts[:, None] + np.arange(block_size + 1)[None, :]  # (B, T+1)
     chunk = torch.from_numpy(data[idx].astype(np.int64))
     return chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()  # inputs, next-token targets

@@ -48,8 +48,15 @@ def _gpt2_config(hf: dict, source: Path) -> ModelConfig:
     if inner % d:
         raise CheckpointError(f"{source}: n_inner={inner} is not a multiple of n_embd={d}")
     return ModelConfig(
-        vocab_size=hf["vocab_size"], n_layer=hf["n_layer"], d_model=d, block_size=hf["n_positions"],
-        dh_min=min(32, head_dim), dh_max=max(256, head_dim), mlp_ratio=inner // d, dropout=0.0, bias=True,
+        vocab_size=hf["vocab_size"],
+        n_layer=hf["n_layer"],
+        d_model=d,
+        block_size=hf["n_positions"],
+        dh_min=min(32, head_dim),
+        dh_max=max(256, head_dim),
+        mlp_ratio=inner // d,
+        dropout=0.0,
+        bias=True,
     )
 
 

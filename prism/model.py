@@ -86,9 +86,7 @@ class CausalSelfAttention(nn.Module):
             attention = scores.masked_fill(~causal, float("-inf")).softmax(dim=-1)
             y = attention @ v
         else:
-            y = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0
-            )
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
         return self.resid_dropout(self.proj(y)), attention
 

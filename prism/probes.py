@@ -44,7 +44,7 @@ def corpus_probes(block_size: int, n: int = 8, corpus: str = "shakespeare") -> P
 
 
 def _brackets(rng: np.random.Generator, length: int) -> bytes:
-    out, stack = bytearray(), []
+    out, stack = bytearray(), list[int]()
     while len(out) + len(stack) < length:
         r = rng.random()
         if r < 0.35 and len(out) + 2 * (len(stack) + 1) <= length:

@@ -10,8 +10,8 @@ then 17 of 16. A bare `HEADS` means one layer. `format` always writes the shorte
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from prism.config import ModelConfig, is_power_of_two
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from prism.config import ModelConfig
+from prism.config import ModelConfig, TrainConfig
 from prism.data import Corpus, train_batches, val_batches
 from prism.model import PrismLM
 from prism.schedule import Schedule, flops_per_token, param_count
@@ -28,44 +28,6 @@ from prism.schedule import Schedule, flops_per_token, param_count
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; the run cannot go on."""
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    steps: int = 400
-    batch_size: int = 16
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 40
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0
-    eval_every: int = 100
-    eval_batches: int = 8
-    seed: int = 0
-    device: str = "cpu"
-    precision: str = "auto"  # auto: bf16 autocast on CUDA (when supported), fp32 elsewhere; or fp32 | bf16
-    compile: bool = False
-
-    def __post_init__(self) -> None:
-        if self.precision not in ("auto", "fp32", "bf16"):
-            raise ValueError(f"precision={self.precision!r} is not one of auto, fp32, bf16")
-        for name in ("steps", "batch_size", "eval_every", "eval_batches"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        if not 0 <= self.warmup_steps < self.steps:
-            raise ValueError(f"warmup_steps must be in [0, steps), got {self.warmup_steps}")
-
-    def lr_at(self, step: int) -> float:
-        """Linear warmup, then cosine decay to min_lr_ratio * lr at the last step."""
-        if step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
-        progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
-        floor = self.lr * self.min_lr_ratio
-        return floor + 0.5 * (self.lr - floor) * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
 @dataclass(frozen=True)

@@ -40,12 +40,15 @@ NAME = "bench"
 
 def bench_config(n_trials: int):
     """A search that could plausibly reach 5,000 trials: 6 layers, 1..8 heads, 6 evaluations per trial."""
-    return parse_config({
-        "name": NAME, "n_trials": n_trials,
-        "model": {"n_layer": 6, "d_model": 256, "block_size": 128, "dh_min": 32, "dh_max": 256},
-        "train": {"steps": 600, "eval_every": 100, "warmup_steps": 60},
-        "search": {"sampler": "random", "baseline_seeds": 3},
-    })
+    return parse_config(
+        {
+            "name": NAME,
+            "n_trials": n_trials,
+            "model": {"n_layer": 6, "d_model": 256, "block_size": 128, "dh_min": 32, "dh_max": 256},
+            "train": {"steps": 600, "eval_every": 100, "warmup_steps": 60},
+            "search": {"sampler": "random", "baseline_seeds": 3},
+        }
+    )
 
 
 def ensure_study(url: str, n_trials: int) -> None:
@@ -84,8 +87,12 @@ def main() -> None:
     assert status.startswith("200"), status
     print(f"\nstudy page, cold (fresh dashboard: reads all trials from the database): {cold_s:.3f} s, {size:,} bytes")
     rows = []
-    for label, path in [("study page", f"/study/{NAME}"), ("studies list", "/"), ("trial page", f"/study/{NAME}/trial/{args.trials // 2}"),
-                        ("refresh poll", f"/api/stamp?study={NAME}")]:
+    for label, path in [
+        ("study page", f"/study/{NAME}"),
+        ("studies list", "/"),
+        ("trial page", f"/study/{NAME}/trial/{args.trials // 2}"),
+        ("refresh poll", f"/api/stamp?study={NAME}"),
+    ]:
         request(app, path)
         warm = [request(app, path) for _ in range(args.repeat)]
         assert all(s.startswith("200") for _, _, s in warm), path
@@ -97,10 +104,15 @@ def main() -> None:
     # a live study: one more trial completes (written through Optuna, as the driver would), then the page refreshes
     study = optuna.load_study(study_name=NAME, storage=app.storage())
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))[-1]
-    study.add_trial(optuna.trial.create_trial(
-        params=done.params, distributions=done.distributions, value=done.value, user_attrs=done.user_attrs,
-        intermediate_values=done.intermediate_values,
-    ))
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=done.params,
+            distributions=done.distributions,
+            value=done.value,
+            user_attrs=done.user_attrs,
+            intermediate_values=done.intermediate_values,
+        )
+    )
     changed_s = request(app, f"/study/{NAME}")[0]
     print(f"study page right after a trial completed (new row, layer importance recomputed): {changed_s:.3f} s")
 

@@ -33,10 +33,11 @@ import sqlalchemy
 
 from prism import EvalPoint, Schedule, TrainResult
 from search.config import load_config
-from search.runner import Driver
+from search.early_stopping import make_stopping
+from search.runner.driver import Driver
+from search.runner.worker import TrialSession, TrialSpec
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, family_for, make_sampler, open_study
-from search.trial import TrialSession, TrialSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_ADMIN = os.environ.get("PRISM_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -140,11 +141,10 @@ def bench_driver(config, fingerprint: str, url: str, workers: int, n: int) -> di
     clock = _Clock()
     with _peak_connections(url) as peak:
         wall, cpu = time.perf_counter(), time.process_time()
-        Driver(study, config, fingerprint, clock, session_cls=EchoSession).run(n, workers)
+        Driver(study, config, fingerprint, clock, stopping=make_stopping(study, config), session_cls=EchoSession).run(n, workers)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert len(study.get_trials(deepcopy=False, states=FINISHED)) == n
-    return {"per_trial": _steady(clock.done, workers), "wall_per_trial": wall / n, "cpu_per_trial": cpu / n,
-            "connections": peak[0]}
+    return {"per_trial": _steady(clock.done, workers), "wall_per_trial": wall / n, "cpu_per_trial": cpu / n, "connections": peak[0]}
 
 
 def _tune_space(family, trial) -> dict:
@@ -172,8 +172,12 @@ def bench_tune(config, url: str, workers: int, n: int, tmp: Path, reuse_actors: 
 
     clock = TuneClock()
     search = OptunaSearch(
-        functools.partial(_tune_space, family), metric="val_loss", mode="min",
-        sampler=make_sampler(config), study_name=f"tune-{uuid.uuid4().hex[:8]}", storage=open_storage(url),
+        functools.partial(_tune_space, family),
+        metric="val_loss",
+        mode="min",
+        sampler=make_sampler(config),
+        study_name=f"tune-{uuid.uuid4().hex[:8]}",
+        storage=open_storage(url),
     )
     tuner = tune.Tuner(
         objective,
@@ -185,8 +189,7 @@ def bench_tune(config, url: str, workers: int, n: int, tmp: Path, reuse_actors: 
         results = tuner.fit()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert len(results) == n and not results.errors
-    return {"per_trial": _steady(clock.done, workers), "wall_per_trial": wall / n, "cpu_per_trial": cpu / n,
-            "connections": peak[0]}
+    return {"per_trial": _steady(clock.done, workers), "wall_per_trial": wall / n, "cpu_per_trial": cpu / n, "connections": peak[0]}
 
 
 def main() -> None:
@@ -195,16 +198,21 @@ def main() -> None:
     parser.add_argument("--tune-trials", type=int, default=12, help="trials per Ray Tune run (seconds each)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--storages", nargs="+", default=["sqlite", "postgresql"])
-    parser.add_argument("--tune-reuse-actors", action="store_true",
-                        help="Tune keeps trial processes alive between trials, as the Driver does (default: Tune's own default, off)")
+    parser.add_argument(
+        "--tune-reuse-actors",
+        action="store_true",
+        help="Tune keeps trial processes alive between trials, as the Driver does (default: Tune's own default, off)",
+    )
     args = parser.parse_args()
 
     config = load_config(ROOT / "studies" / "tiny.toml")
     fingerprint = corpus_fingerprint(config)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
-    print(f"study: studies/tiny.toml, {config.train.steps // config.train.eval_every} evaluation reports per trial, "
-          f"{config.search.sampler} sampler, {config.search.pruner} pruner (prism only: OptunaSearch never prunes)")
+    print(
+        f"study: studies/tiny.toml, {config.train.steps // config.train.eval_every} evaluation reports per trial, "
+        f"{config.search.sampler} sampler, {config.search.pruner} pruner (prism only: OptunaSearch never prunes)"
+    )
     ray.init(num_cpus=max(8, *args.workers), include_dashboard=False, log_to_driver=False)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -233,9 +241,11 @@ def main() -> None:
 
 
 def _fmt(system: str, kind: str, workers: int, r: dict) -> str:
-    return (f"{system:40s} {kind:10s} workers={workers}: {r['per_trial']:.3f} s/trial steady, "
-            f"{r['wall_per_trial']:.3f} s/trial wall, {r['cpu_per_trial']:.3f} driver CPU s/trial, "
-            f"peak connections {r['connections']}")
+    return (
+        f"{system:40s} {kind:10s} workers={workers}: {r['per_trial']:.3f} s/trial steady, "
+        f"{r['wall_per_trial']:.3f} s/trial wall, {r['cpu_per_trial']:.3f} driver CPU s/trial, "
+        f"peak connections {r['connections']}"
+    )
 
 
 if __name__ == "__main__":

@@ -64,15 +64,18 @@ def make_table(config: StudyConfig, seeds: int, workers: int) -> None:
     schedules = [str(s) for s in family_for(config).enumerate()]
     baseline = str(config.baseline)
     done = read_table() if TABLE.is_file() else {}
-    jobs = [(config, s, config.seed + k, s == baseline and k == 0 and not PROFILE.is_file())
-            for k in range(seeds) for s in schedules if (s, config.seed + k) not in done]
+    jobs = [
+        (config, s, config.seed + k, s == baseline and k == 0 and not PROFILE.is_file())
+        for k in range(seeds)
+        for s in schedules
+        if (s, config.seed + k) not in done
+    ]
     started = time.perf_counter()
     rows = [{"schedule": s, "seed": k, "val_loss": v, "wall_s": ""} for (s, k), v in done.items()]
     with ProcessPoolExecutor(workers) as pool:
         for i, row in enumerate(pool.map(_train, jobs), start=1):
             rows.append(row)
-            print(f"[{i}/{len(jobs)}] {row['schedule']} seed {row['seed']}: {row['val_loss']:.4f} "
-                  f"({row['wall_s']:.0f} s)", flush=True)
+            print(f"[{i}/{len(jobs)}] {row['schedule']} seed {row['seed']}: {row['val_loss']:.4f} ({row['wall_s']:.0f} s)", flush=True)
     for row in rows:
         if "profile" in row:
             PROFILE.write_text(json.dumps(row.pop("profile"), indent=1))
@@ -80,8 +83,10 @@ def make_table(config: StudyConfig, seeds: int, workers: int) -> None:
         writer = csv.DictWriter(f, fieldnames=["schedule", "seed", "val_loss", "wall_s"])
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{len(jobs)} new runs ({len(schedules)} schedules x {seeds} seeds in all) in {time.perf_counter() - started:.0f} s "
-          f"with {workers} processes -> {TABLE.name}, {PROFILE.name}")
+    print(
+        f"{len(jobs)} new runs ({len(schedules)} schedules x {seeds} seeds in all) in {time.perf_counter() - started:.0f} s "
+        f"with {workers} processes -> {TABLE.name}, {PROFILE.name}"
+    )
 
 
 def read_table() -> dict[tuple[str, int], float]:
@@ -125,8 +130,10 @@ def first_hit(order: list[str], targets: set[str], budget: int) -> int:
 def _stats(values: list[int], budget: int) -> str:
     q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
     hit = sum(v <= budget for v in values) / len(values)
-    return (f"{statistics.median(values):.1f} | {q[0]:.1f}-{q[2]:.1f} | {statistics.mean(values):.2f} ± "
-            f"{statistics.stdev(values) if len(values) > 1 else 0:.2f} | {hit:.0%}")
+    return (
+        f"{statistics.median(values):.1f} | {q[0]:.1f}-{q[2]:.1f} | {statistics.mean(values):.2f} ± "
+        f"{statistics.stdev(values) if len(values) > 1 else 0:.2f} | {hit:.0%}"
+    )
 
 
 def replay(config: StudyConfig, search_seeds: int, budget: int) -> None:
@@ -137,12 +144,16 @@ def replay(config: StudyConfig, search_seeds: int, budget: int) -> None:
     near = {s for s, m in means.items() if m <= means[best] + margin}
     ranking = sorted(means, key=means.get)
     prior = make_prior(profile, config)
-    print(f"space: {len(means)} schedules x {len({k[1] for k in table})} seeds; best {best} ({means[best]:.4f}); "
-          f"within noise (+{margin:.4f}): {len(near)} schedules: {', '.join(sorted(near, key=means.get))}")
+    print(
+        f"space: {len(means)} schedules x {len({k[1] for k in table})} seeds; best {best} ({means[best]:.4f}); "
+        f"within noise (+{margin:.4f}): {len(near)} schedules: {', '.join(sorted(near, key=means.get))}"
+    )
     print(f"baseline {config.baseline}: {means[str(config.baseline)]:.4f}, true rank {ranking.index(str(config.baseline)) + 1}")
     print("profile zones: " + ", ".join(f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]))
-    print("prior schedules (true rank of each): " + ", ".join(
-        f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"]))
+    print(
+        "prior schedules (true rank of each): "
+        + ", ".join(f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"])
+    )
     rows = {"blind": ([], []), "prior": ([], [])}
     started = time.perf_counter()
     for k in range(search_seeds):
@@ -158,9 +169,11 @@ def replay(config: StudyConfig, search_seeds: int, budget: int) -> None:
         print(f"| {arm} | within noise of best | {_stats(to_near, budget)} |")
         print(f"| {arm} | the best schedule | {_stats(to_best, budget)} |")
     diffs = [b - p for b, p in zip(rows["blind"][0], rows["prior"][0])]
-    print(f"\npaired difference blind - prior (within noise), per search seed: mean {statistics.mean(diffs):+.2f} "
-          f"± {statistics.stdev(diffs) / math.sqrt(len(diffs)):.2f} (s.e.), prior fewer in "
-          f"{sum(d > 0 for d in diffs)}, equal in {sum(d == 0 for d in diffs)}, more in {sum(d < 0 for d in diffs)}")
+    print(
+        f"\npaired difference blind - prior (within noise), per search seed: mean {statistics.mean(diffs):+.2f} "
+        f"± {statistics.stdev(diffs) / math.sqrt(len(diffs)):.2f} (s.e.), prior fewer in "
+        f"{sum(d > 0 for d in diffs)}, equal in {sum(d == 0 for d in diffs)}, more in {sum(d < 0 for d in diffs)}"
+    )
 
 
 def _shifted(table, study_seed: int) -> dict[tuple[str, int], float]:

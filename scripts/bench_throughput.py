@@ -66,9 +66,14 @@ def _default_schedules(cfg: ModelConfig, baseline: Schedule) -> list[Schedule]:
     counts, L = allowed_head_counts(cfg), cfg.n_layer
     third = max(1, L // 3)
     ramp = Schedule(tuple(counts[min(len(counts) - 1, i * len(counts) // L)] for i in range(L)))
-    out = [baseline, Schedule.uniform(counts[0], L), Schedule.uniform(counts[-1], L), ramp,
-           Schedule(tuple(reversed(ramp.heads))),
-           Schedule((counts[0],) * third + (baseline.heads[0],) * (L - third))]
+    out = [
+        baseline,
+        Schedule.uniform(counts[0], L),
+        Schedule.uniform(counts[-1], L),
+        ramp,
+        Schedule(tuple(reversed(ramp.heads))),
+        Schedule((counts[0],) * third + (baseline.heads[0],) * (L - third)),
+    ]
     return list(dict.fromkeys(out))  # drop duplicates, keep order
 
 
@@ -128,16 +133,25 @@ def main() -> None:
     args = _args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size,
-                      dh_min=args.dh_min, dh_max=args.dh_max)
+    cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, dh_min=args.dh_min, dh_max=args.dh_max)
     counts = allowed_head_counts(cfg)
     baseline = Schedule.uniform(args.baseline_heads or min(counts, key=lambda h: abs(args.d_model // h - 64)), cfg.n_layer)
-    schedules = [baseline] + [s for s in (Schedule.parse(t) for t in args.schedules.split(";")) if s != baseline] \
-        if args.schedules else _default_schedules(cfg, baseline)
+    schedules = (
+        [baseline] + [s for s in (Schedule.parse(t) for t in args.schedules.split(";")) if s != baseline]
+        if args.schedules
+        else _default_schedules(cfg, baseline)
+    )
     for s in schedules:
         validate(s, cfg)
-    tcfg = TrainConfig(steps=10**9, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device,
-                       precision=args.precision, compile=args.compile)
+    tcfg = TrainConfig(
+        steps=10**9,
+        batch_size=args.batch_size,
+        warmup_steps=0,
+        eval_batches=1,
+        device=args.device,
+        precision=args.precision,
+        compile=args.compile,
+    )
 
     started = time.perf_counter()
     trainers = {s: _trainer(cfg, s, tcfg) for s in schedules}
@@ -146,7 +160,7 @@ def main() -> None:
     print(f"{len(schedules)} models built and warmed up in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     tps: dict[Schedule, list[float]] = {s: [] for s in schedules}
     for r in range(args.rounds):
-        order = schedules[r % len(schedules):] + schedules[: r % len(schedules)]
+        order = schedules[r % len(schedules) :] + schedules[: r % len(schedules)]
         for s in order:
             tps[s].append(_timed(trainers[s], args.steps))
     del trainers
@@ -154,21 +168,40 @@ def main() -> None:
     memory = {} if args.no_memory else {s: _peak_memory_mib(cfg, s, tcfg, args) for s in schedules}
 
     precision = "bf16 autocast" if _autocast_dtype(args.precision, torch.device(args.device)) else "fp32"
-    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{platform.processor() or 'cpu'}, {torch.get_num_threads()} threads"
+    device = (
+        torch.cuda.get_device_name()
+        if args.device.startswith("cuda")
+        else f"{platform.processor() or 'cpu'}, {torch.get_num_threads()} threads"
+    )
     print(f"command: python {' '.join(shlex.quote(a) for a in sys.argv)}")
-    print(f"device: {args.device} ({device}); precision {precision}; torch {torch.__version__}; "
-          f"load average before/after: {_load_before[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, T={cfg.block_size}, batch {args.batch_size}; "
-          f"{args.rounds} interleaved rounds x {args.steps} steps after {args.warmup} warm-up steps\n")
+    print(
+        f"device: {args.device} ({device}); precision {precision}; torch {torch.__version__}; "
+        f"load average before/after: {_load_before[0]:.1f} / {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, T={cfg.block_size}, batch {args.batch_size}; "
+        f"{args.rounds} interleaved rounds x {args.steps} steps after {args.warmup} warm-up steps\n"
+    )
     step_s = args.batch_size * cfg.block_size / statistics.median(tps[baseline])  # the uniform model's seconds per step
-    print("| schedule | head dims | tokens/s (median) | ratio to uniform (median) | 95% CI | min..max | >= 0.98x? "
-          f"|{' predicted from SDPA |' if kernel else ''} peak memory MiB |")
+    print(
+        "| schedule | head dims | tokens/s (median) | ratio to uniform (median) | 95% CI | min..max | >= 0.98x? "
+        f"|{' predicted from SDPA |' if kernel else ''} peak memory MiB |"
+    )
     print(f"|---|---|---:|---:|---|---|---|{'---:|' if kernel else ''}---:|")
     for s in schedules:
         ratios = [a / b for a, b in zip(tps[s], tps[baseline])]
         median, low, high, coverage = _median_ci(ratios)
-        verdict = ("uniform" if s == baseline else "too few rounds" if coverage < 0.95 else
-                   "yes" if low >= TARGET else "NO" if high < TARGET else "inside noise")
+        verdict = (
+            "uniform"
+            if s == baseline
+            else "too few rounds"
+            if coverage < 0.95
+            else "yes"
+            if low >= TARGET
+            else "NO"
+            if high < TARGET
+            else "inside noise"
+        )
         dims = ",".join(str(d) for d in dict.fromkeys(s.head_dims(cfg.d_model)))
         label = f"{s} (uniform)" if s == baseline else str(s)
         predicted = ""
@@ -176,12 +209,17 @@ def main() -> None:
             extra = sum(kernel[d] - kernel[baseline.head_dims(cfg.d_model)[0]] for d in s.head_dims(cfg.d_model))
             predicted = f" {step_s / (step_s + extra):.3f} |"
         mem = f"{memory[s]:.0f}" if s in memory else "-"
-        print(f"| {label} | {dims} | {statistics.median(tps[s]):,.0f} | {median:.3f} | {low:.3f}..{high:.3f}{'' if coverage >= 0.95 else f' ({coverage:.0%})'} | "
-              f"{min(ratios):.3f}..{max(ratios):.3f} | {verdict} |{predicted} {mem} |")
+        covered = "" if coverage >= 0.95 else f" ({coverage:.0%})"
+        print(
+            f"| {label} | {dims} | {statistics.median(tps[s]):,.0f} | {median:.3f} | {low:.3f}..{high:.3f}{covered} | "
+            f"{min(ratios):.3f}..{max(ratios):.3f} | {verdict} |{predicted} {mem} |"
+        )
     if kernel:
         base = baseline.head_dims(cfg.d_model)[0]
-        print(f"\nSDPA alone (B={args.batch_size}, T={cfg.block_size}, d_model={cfg.d_model}, forward+backward, "
-              f"median of {args.rounds} interleaved rounds); the uniform step takes {1000 * step_s:.2f} ms")
+        print(
+            f"\nSDPA alone (B={args.batch_size}, T={cfg.block_size}, d_model={cfg.d_model}, forward+backward, "
+            f"median of {args.rounds} interleaved rounds); the uniform step takes {1000 * step_s:.2f} ms"
+        )
         print(f"| head dim | heads | ms per call | time ratio to head dim {base} | share of the uniform step if every layer used it |")
         print("|---:|---:|---:|---:|---:|")
         for d, t in kernel.items():
@@ -205,12 +243,13 @@ def _kernel_times(cfg: ModelConfig, args: argparse.Namespace) -> dict[int, float
     dims = [cfg.d_model // h for h in allowed_head_counts(cfg)]
     B, T = args.batch_size, cfg.block_size
     dtype = _autocast_dtype(args.precision, torch.device(args.device)) or torch.float32
-    qkv = {dh: [torch.randn(B, cfg.d_model // dh, T, dh, device=args.device, dtype=dtype, requires_grad=True) for _ in range(3)]
-           for dh in dims}
+    qkv = {
+        dh: [torch.randn(B, cfg.d_model // dh, T, dh, device=args.device, dtype=dtype, requires_grad=True) for _ in range(3)] for dh in dims
+    }
     calls = args.steps * 5
     times: dict[int, list[float]] = {dh: [] for dh in dims}
     for r in range(args.rounds + 1):
-        for dh in dims[r % len(dims):] + dims[: r % len(dims)]:
+        for dh in dims[r % len(dims) :] + dims[: r % len(dims)]:
             _sync(args.device)
             start = time.perf_counter()
             for _ in range(calls):

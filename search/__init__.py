@@ -1,39 +1,51 @@
-"""search: the prism-search service — schedule spaces, studies, the Ray driver, storage and the CLI."""
+"""search: the prism-search service — schedule spaces, studies, the Ray driver, storage and the CLI.
 
-from search.config import ConfigError, PrismSearchError, StudyConfig, load_config, parse_config
-from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
-from search.runner import Driver, connect_ray, requeue_stale_trials
-from search.samplers import ScheduleGridSampler, make_sampler
-from search.storage import mask_url, open_storage
-from search.study import Summary, load_study, open_study, summarize
-from search.trial import TrialSession, TrialSpec, run_trial, throughput_ratio
+Each public name loads its module on first use (PEP 562): `import search.config` or the dashboard must not pay
+for Ray and torch, which only the runner needs.
+"""
 
-__all__ = [
-    "FAMILIES",
-    "ConfigError",
-    "Driver",
-    "FreeFamily",
-    "PrismSearchError",
-    "RampFamily",
-    "RampLateFamily",
-    "ScheduleGridSampler",
-    "ScheduleFamily",
-    "StudyConfig",
-    "Summary",
-    "TrialSession",
-    "TrialSpec",
-    "UniformFamily",
-    "connect_ray",
-    "load_config",
-    "load_study",
-    "make_family",
-    "make_sampler",
-    "mask_url",
-    "open_storage",
-    "open_study",
-    "parse_config",
-    "requeue_stale_trials",
-    "run_trial",
-    "summarize",
-    "throughput_ratio",
-]
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
+    from search.config import StudyConfig, load_config, parse_config
+    from search.errors import ConfigError, PrismSearchError
+    from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
+    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
+    from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
+    from search.samplers import ScheduleGridSampler, make_sampler
+    from search.storage import mask_url, open_storage
+    from search.study import Summary, load_study, open_study, summarize
+
+_EXPORTS = {
+    "search.config": ("StudyConfig", "load_config", "parse_config"),
+    "search.errors": ("ConfigError", "PrismSearchError"),
+    "search.families": (
+        "FAMILIES",
+        "FreeFamily",
+        "RampFamily",
+        "RampLateFamily",
+        "ScheduleFamily",
+        "UniformFamily",
+        "make_family",
+    ),
+    "search.runner.driver": ("Driver", "connect_ray", "requeue_stale_trials"),
+    "search.runner.worker": ("TrialSession", "TrialSpec", "run_trial", "throughput_ratio"),
+    "search.samplers": ("ScheduleGridSampler", "make_sampler"),
+    "search.storage": ("mask_url", "open_storage"),
+    "search.study": ("Summary", "load_study", "open_study", "summarize"),
+}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_HOME)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOME:
+        raise AttributeError(f"module 'search' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from search.cluster import check_cluster
+from search.runner.cluster import check_cluster
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.storage import creation_lock, mask_url, open_storage
 
@@ -34,8 +34,9 @@ AddressOpt = typer.Option(
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
     from search.progress import Progress
-    from search.runner import Driver, connect_ray, requeue_stale_trials
-    from search.undelivered import deliver_undelivered
+    from search.early_stopping import make_stopping
+    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
+    from search.runner.undelivered import deliver_undelivered
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
 
     check_cluster(address, config.storage)
@@ -61,7 +62,7 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
     connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial)
     progress = Progress(config.name, config.n_trials, done_before, console=console)
     _seed_with_prior(study, config, prior, fingerprint, progress)
-    driver = Driver(study, config, fingerprint, progress)
+    driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
     started = time.monotonic()
     try:
         driver.run(config.n_trials, workers)
@@ -83,10 +84,11 @@ def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, finge
     A study seeded before (also on resume) gets its narrowing sampler back."""
     from search.priors import keeping_checkpoints, narrow_sampler, prior_from_baseline, seed_study
     from search.priors.seeding import is_seeded
-    from search.runner import Driver
+    from search.early_stopping import make_stopping
+    from search.runner.driver import Driver
 
     if prior == "auto" and not is_seeded(study):
-        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress)
+        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
         baselines.run(config.search.baseline_seeds, config.resources.workers)
         prior = prior_from_baseline(study, config)
         progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")
@@ -234,7 +236,7 @@ def confirm(
     """Re-train the top schedules and the uniform baseline with fresh seeds; store and print mean ± std."""
     from search.confirm import run_confirmation, top_schedules
     from search.progress import Progress
-    from search.runner import connect_ray
+    from search.runner.driver import connect_ray
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, stored_config
 
     study = _stored(name, storage)
@@ -306,7 +308,7 @@ def train(
 ) -> None:
     """Train one model with one schedule and print its result record."""
     from prism.analysis import format_profile
-    from search.single import resolve, train_single
+    from search.runner.single import resolve, train_single
 
     overrides = {"data.corpus": corpus, "data.tokenizer": tokenizer, "data.vocab_size": vocab_size,
                  "train.steps": steps, "seed": seed}
@@ -331,7 +333,7 @@ def train(
 def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's)")) -> None:
     """Per-layer metrics table of a saved model on its corpus's validation text."""
     from prism.analysis import format_profile
-    from search.single import analyze_checkpoint
+    from search.runner.single import analyze_checkpoint
 
     meta, rows = analyze_checkpoint(path)
     console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)

@@ -8,58 +8,41 @@ from __future__ import annotations
 
 import glob
 import tomllib
+from dataclasses import fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
-from prism.config import is_power_of_two
-from search.families import DEFAULT_LATE_ZONE, make_family
+from prism.config import check_power_of_two
+from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
+from search.families import DEFAULT_LATE_ZONE, FAMILIES, make_family
 from search.references import parse_reference
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
-
-
-class PrismSearchError(Exception):
-    """An error the user can fix; the CLI prints its message on one line and exits with code 2."""
-
-
-class ConfigError(PrismSearchError):
-    pass
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ModelSection(_Section):
-    n_layer: int = Field(6, gt=0)
-    d_model: int = Field(128, gt=0)
-    block_size: int = Field(128, gt=0)
-    vocab_size: int = Field(256, gt=0)
-    dh_min: int = Field(64, gt=0)
-    dh_max: int = Field(256, gt=0)
-    mlp_ratio: int = Field(4, gt=0)
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    positions: Literal["learned", "rope"] = "learned"
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    mlp: Literal["gelu", "swiglu"] = "gelu"
-    qk_norm: bool = False
+def _section_of(cls: type, exclude: tuple[str, ...] = ()) -> Any:
+    """A TOML section declared by a prism dataclass: its fields, types, defaults and bounds, restated nowhere."""
+    hints = get_type_hints(cls)
+    settings: dict[str, Any] = {f.name: (hints[f.name], Field(f.default, **f.metadata)) for f in fields(cls) if f.name not in exclude}
+    return create_model(f"{cls.__name__}Fields", __base__=_Section, **settings)
 
+
+class ModelSection(_section_of(ModelConfig)):  # type: ignore[misc]  # a base built at import time
     @field_validator("dh_min", "dh_max")
     @classmethod
     def _power_of_two(cls, v: int) -> int:
-        if not is_power_of_two(v):
-            lower = 1 << (v.bit_length() - 1)
-            raise ValueError(f"{v} is not a power of two; use {lower} or {lower * 2}")
-        return v
+        return check_power_of_two(v)
 
     @model_validator(mode="after")
     def _dims_fit(self) -> ModelSection:
-        if self.dh_min > self.dh_max:
-            raise ValueError(f"dh_min={self.dh_min} exceeds dh_max={self.dh_max}; swap them")
-        if not allowed_head_counts(self.to_model_config()):
+        if not allowed_head_counts(self.to_model_config()):  # ModelConfig checks the rest (dh_min <= dh_max)
             raise ValueError(
                 f"no power-of-two head dim in [{self.dh_min}, {self.dh_max}] divides d_model={self.d_model}; "
                 "use a d_model that is a multiple of dh_min"
@@ -71,7 +54,7 @@ class ModelSection(_Section):
 
 
 class SpaceSection(_Section):
-    family: Literal["ramp", "ramp+late", "free", "uniform"] = "ramp"
+    family: Literal[tuple(FAMILIES)] = "ramp"  # type: ignore[valid-type]  # the registry's names
     baseline_heads: int | None = Field(None, gt=0, description="uniform baseline head count; default: head dim 64")
     references: list[str] = Field(
         default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp"
@@ -86,23 +69,11 @@ class SpaceSection(_Section):
         return v
 
 
-class TrainSection(_Section):
-    steps: int = Field(400, gt=0)
-    batch_size: int = Field(16, gt=0)
-    lr: float = Field(3e-3, gt=0)
-    min_lr_ratio: float = Field(0.1, ge=0, le=1)
-    warmup_steps: int = Field(40, ge=0)
-    weight_decay: float = Field(0.1, ge=0)
-    grad_clip: float = Field(1.0, gt=0)
-    eval_every: int = Field(100, gt=0)
-    eval_batches: int = Field(8, gt=0)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
-    compile: bool = False
-
+# the study's top-level seed and its resources set TrainConfig's seed and device
+class TrainSection(_section_of(TrainConfig, exclude=("seed", "device"))):  # type: ignore[misc]
     @model_validator(mode="after")
-    def _warmup_fits(self) -> TrainSection:
-        if self.warmup_steps >= self.steps:
-            raise ValueError(f"warmup_steps={self.warmup_steps} must be below steps={self.steps}")
+    def _consistent(self) -> TrainSection:
+        self.to_train_config(seed=0)  # TrainConfig's own cross-field checks (warmup below steps)
         return self
 
     def to_train_config(self, seed: int, device: str = "cpu") -> TrainConfig:
@@ -119,9 +90,10 @@ class DataSection(_Section):
 
     @field_validator("corpus")
     @classmethod
-    def _known(cls, v: str) -> str:
-        """Built-in names stay names; paths become absolute, because Ray workers run in another directory."""
-        if v in BUILTIN_CORPORA:
+    def _known(cls, v: str, info: ValidationInfo) -> str:
+        """Built-in names stay names; paths become absolute, because Ray workers run in another directory.
+        A stored study's corpus is taken as stored: only the commands that train load it (and say if it moved)."""
+        if v in BUILTIN_CORPORA or (info.context or {}).get("stored"):
             return v
         if Path(v).exists() or (any(c in v for c in "*?[") and glob.glob(v, recursive=True)):
             return str(Path(v).absolute())
@@ -253,9 +225,10 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return f"{source}: {where}: {msg}"
 
 
-def parse_config(data: dict, source: str = "config") -> StudyConfig:
+def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:
+    """`stored`: the config a study was created with, already checked then; the disk is not consulted again."""
     try:
-        return StudyConfig.model_validate(data)
+        return StudyConfig.model_validate(data, context={"stored": stored})
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source)) from None
 

@@ -75,10 +75,11 @@ def collect(study: optuna.Study) -> list[dict]:
 
 def run_confirmation(study: optuna.Study, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None) -> list[dict]:
     """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules."""
-    from search.runner import Driver  # the driver needs Ray; planning and collecting don't
+    from search.early_stopping import make_stopping
+    from search.runner.driver import Driver  # the driver needs Ray; planning and collecting don't
 
     config = stored_config(study)
     queued = plan(study, top, seeds)
-    driver = Driver(study, config, fingerprint, progress)
+    driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
     driver.run(driver.n_finished() + queued, n_workers)
     return collect(study)

@@ -1,6 +1,6 @@
 """The neutrality constraint: a schedule must keep the uniform baseline's training throughput.
 
-Each worker measures a trial's tokens/s ratio to the uniform baseline itself (`search.trial`), timing both
+Each worker measures a trial's tokens/s ratio to the uniform baseline itself (`search.runner.worker`), timing both
 schedules in the same process, alternately, moments apart, so machine load cancels out of the ratio. With
 `search.min_throughput_ratio` set, `min_ratio - ratio` becomes an Optuna constraint (feasible when <= 0):
 Optuna's samplers, `best_trial` and `best_trials` then skip infeasible schedules, and so do our summaries.

@@ -11,11 +11,14 @@ trial ends PRUNED with `pruned_at_rung`. Rung values live in the database, so an
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import optuna
 
-from prism import EvalPoint
 from search.config import StudyConfig
+
+if TYPE_CHECKING:
+    from prism import EvalPoint
 
 RUNG_ATTR = "rung_{}"
 
@@ -67,8 +70,7 @@ class RungStopping:
         if k is None:
             return False
         key = RUNG_ATTR.format(k)
-        others = [t.user_attrs[key] for t in self.study.get_trials(deepcopy=False)
-                  if key in t.user_attrs and t.number != trial.number]
+        others = [t.user_attrs[key] for t in self.study.get_trials(deepcopy=False) if key in t.user_attrs and t.number != trial.number]
         if promotable(trial.user_attrs[key], others, self.eta):
             return False
         trial.set_user_attr("pruned_at_rung", k)

@@ -8,7 +8,7 @@ import json
 
 import optuna
 
-from search.cache import DUPLICATE_ATTR
+from search.storage.records import DUPLICATE_ATTR
 from search.constraints import is_feasible
 from search.study import FINISHED, stored_config
 

@@ -15,14 +15,12 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from search.config import PrismSearchError, StudyConfig
+from search.config import StudyConfig
+from search.errors import GridExhausted
 from search.families import ScheduleFamily
+from search.storage._optuna import storage_of, trial_id
 
 GRID_ATTR = "prism.grid_index"
-
-
-class GridExhausted(PrismSearchError):
-    pass
 
 
 class ScheduleGridSampler(optuna.samplers.BaseSampler):
@@ -42,7 +40,7 @@ class ScheduleGridSampler(optuna.samplers.BaseSampler):
         index = next((i for i in range(len(self.schedules)) if i not in claimed), None)
         if index is None:
             raise GridExhausted(f"the grid has visited all {len(self.schedules)} schedules of the {self.family.name!r} space")
-        study._storage.set_trial_system_attr(trial._trial_id, GRID_ATTR, index)
+        storage_of(study).set_trial_system_attr(trial_id(trial), GRID_ATTR, index)
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return {}

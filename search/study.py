@@ -19,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from prism import CorpusError, Schedule, allowed_head_counts, load_corpus
 from search import samplers
-from search.cache import DUPLICATE_ATTR
+from search.storage.records import DUPLICATE_ATTR
 from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig, parse_config
 from search.constraints import is_feasible
 from search.early_stopping import budget_tokens
@@ -70,7 +70,7 @@ def stored_config(study: optuna.Study) -> StudyConfig:
         raise PrismSearchError(f"study {study.study_name!r} was not created by prism-search (no stored config)")
     source = f"stored config of study {study.study_name!r}"
     try:
-        return parse_config(json.loads(raw), source)
+        return parse_config(json.loads(raw), source, stored=True)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{source}: not valid JSON ({e}); the study attr {ATTR_CONFIG!r} was changed outside prism-search") from None
     except ConfigError as e:  # the TOML hint ("remove it") does not apply to a stored study

@@ -1,13 +1,38 @@
 """The package boundaries the project promises."""
 
+import ast
+import pathlib
 import subprocess
 import sys
 
+import pytest
 
-def test_prism_imports_neither_optuna_nor_ray():
-    code = "import sys, prism, prism.analysis; print(sorted(m for m in ('optuna', 'ray') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_prism_works_without_optuna_and_ray():
+    """The library is usable where only its own dependencies are installed: block the service's, build a model."""
+    code = (
+        "import sys\n"
+        "for name in ('optuna', 'ray'):\n"
+        "    sys.modules[name] = None  # an import of either now raises ImportError\n"
+        "import torch, prism, prism.analysis\n"
+        "cfg = prism.ModelConfig(vocab_size=32, n_layer=2, d_model=64, block_size=8, dh_min=16)\n"
+        "model = prism.PrismLM(cfg, prism.Schedule.parse('2x2'))\n"
+        "print(tuple(model(torch.zeros(1, 8, dtype=torch.long))[0].shape))\n"
+    )
+    assert _run(code) == "(1, 8, 32)"
+
+
+@pytest.mark.parametrize("module", ["search", "search.config", "search.storage", "search.dashboard", "search.cli", "prism.config"])
+def test_light_faces_load_neither_ray_nor_torch(module):
+    """`prism-search --help`, `status` and the dashboard start fast: only the runner pays for Ray and torch."""
+    code = f"import sys, {module}; print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
+    assert _run(code) == "[]"
 
 
 def test_public_api_is_reexported():
@@ -16,3 +41,76 @@ def test_public_api_is_reexported():
 
     for module in (prism, search):
         assert module.__all__ and all(hasattr(module, name) for name in module.__all__)
+
+
+@pytest.mark.parametrize("package", ["prism", "search"])
+def test_lazy_exports_match_what_type_checkers_read(package):
+    """The TYPE_CHECKING imports of a lazy package face and its run-time table name the same things, from the same modules."""
+    import importlib
+
+    tree = ast.parse((ROOT / package / "__init__.py").read_text())
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    static = {(alias.name, node.module) for node in guarded.body for alias in node.names}
+    assert static == set(importlib.import_module(package)._HOME.items())
+
+
+def test_prism_train_stays_the_function_after_its_module_is_imported():
+    """A lazily exported name must not be replaced by the submodule of the same name once that is imported."""
+    code = "import prism.train; from prism import train; print(callable(train) and not isinstance(train, type(prism)))"
+    assert _run(code) == "True"
+
+
+# The arrows: CLI -> study -> {space, runner, storage, priors}; runner -> prism; dashboard -> storage only.
+# Each entry lists what a package must never import. Rules about a package that does not exist yet (the study
+# package) apply from the day it does, so the house tightens as it is rebuilt instead of failing meanwhile.
+_SERVICE = ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.storage", "search.study")
+FORBIDDEN = {
+    "prism": ("search", "optuna", "ray"),  # the library knows nothing of the service
+    "search.errors": ("search", "prism"),
+    "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
+    "search.references": _SERVICE + ("search.config",),
+    "search.config": _SERVICE,
+    "search.storage": ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.study", "ray", "torch"),
+    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study"),
+    "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
+    "search.dashboard": ("search.cli", "search.priors", "search.runner", "search.study", "ray", "torch"),
+    "search.study": ("search.cli", "search.dashboard"),
+}
+
+
+FUTURE_PACKAGES = {"search.study"}  # today a module (search/study.py); its rules start when it is a folder
+
+
+def _exists(name: str) -> bool:
+    if not name.startswith(("prism", "search")):
+        return True  # a third-party package
+    path = ROOT / name.replace(".", "/")
+    return path.is_dir() or (name not in FUTURE_PACKAGES and path.with_suffix(".py").is_file())
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    """Every module a file imports: at the top, inside functions and under TYPE_CHECKING alike."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_import_arrows_point_one_way():
+    broken = []
+    for path in sorted([*ROOT.glob("prism/**/*.py"), *ROOT.glob("search/**/*.py")]):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        owner = max((p for p in FORBIDDEN if _inside(module, p)), key=len, default=None)
+        if owner is None or not _exists(owner):
+            continue
+        for imported in _imports(path):
+            banned = [b for b in FORBIDDEN[owner] if _inside(imported, b) and _exists(b) and not _inside(imported, owner)]
+            broken += [f"{module} imports {imported}: {owner} must not import {b}" for b in banned]
+    assert not broken, "\n".join(sorted(set(broken)))

@@ -9,9 +9,7 @@ from search.families.uniform import UniformFamily
 FAMILIES: dict[str, type[ScheduleFamily]] = {f.name: f for f in (RampFamily, RampLateFamily, FreeFamily, UniformFamily)}
 
 
-def make_family(
-    name: str, n_layer: int, counts: list[int], late_zone: tuple[float, float] = DEFAULT_LATE_ZONE
-) -> ScheduleFamily:
+def make_family(name: str, n_layer: int, counts: list[int], late_zone: tuple[float, float] = DEFAULT_LATE_ZONE) -> ScheduleFamily:
     if name not in FAMILIES:
         raise ValueError(f"unknown schedule family {name!r}; use one of {', '.join(FAMILIES)}")
     if name == RampLateFamily.name:

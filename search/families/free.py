@@ -7,7 +7,8 @@ schedule, so this is the one family without duplicate vectors. It asks whether n
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import optuna
 

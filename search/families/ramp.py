@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import optuna
 

@@ -16,7 +16,8 @@ any `late_layer` with jump 0); the search keys results by the decoded schedule.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import optuna
 
@@ -40,9 +41,7 @@ class RampLateFamily(ScheduleFamily):
         super().__init__(n_layer, counts)
         self.first, self.last = late_zone_layers(n_layer, late_zone)
         if self.first > self.last:
-            raise ValueError(
-                f"late zone {late_zone[0]}-{late_zone[1]} holds no layer of n_layer={n_layer}; widen space.late_zone"
-            )
+            raise ValueError(f"late zone {late_zone[0]}-{late_zone[1]} holds no layer of n_layer={n_layer}; widen space.late_zone")
         self._ramp = RampFamily(self.first, self.counts)  # the part before the zone
 
     def decode(self, ramp_switches: list[int], late_layer: int, late_jump: int) -> Schedule:

@@ -16,7 +16,7 @@ import torch
 from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
-from search.config import PrismSearchError
+from search.errors import AuditError
 from search.priors._files import read_versioned_json
 from search.priors.zones import MIN_STRENGTH, detect_zones
 
@@ -30,10 +30,6 @@ METRICS = [
     ("attn_entropy", "attention entropy", "nats"),
 ]
 _TRIAL_REF = re.compile(r"^(?P<study>[A-Za-z0-9_.\-]+):(?P<number>\d+)$")
-
-
-class AuditError(PrismSearchError):
-    pass
 
 
 def _load_folder(path: Path) -> tuple[PrismLM, str]:
@@ -61,7 +57,7 @@ def _load_folder(path: Path) -> tuple[PrismLM, str]:
 
 def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
     from search.storage import open_storage
-    from search.checkpoints import ATTR_CHECKPOINT
+    from search.storage.records import ATTR_CHECKPOINT
     from search.study import load_study
 
     study = load_study(study_name, open_storage(storage_url))
@@ -72,7 +68,7 @@ def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
     if not path:
         raise AuditError(
             f"trial {number} of study {study_name!r} has no checkpoint; rerun it with checkpoints kept "
-            "(keep_checkpoints = \"all\"; `run --prior auto` keeps the baseline's) or audit a checkpoint folder"
+            '(keep_checkpoints = "all"; `run --prior auto` keeps the baseline\'s) or audit a checkpoint folder'
         )
     if not Path(path).is_dir():
         raise AuditError(f"trial {number} of study {study_name!r}: checkpoint folder {path!r} is gone; audit another source")
@@ -87,7 +83,9 @@ def load_source(source: str, storage_url: str) -> tuple[PrismLM, str]:
     match = _TRIAL_REF.match(source)
     if match:
         return _load_folder(_trial_checkpoint(match["study"], int(match["number"]), storage_url))
-    raise AuditError(f"audit source {source!r} is neither a folder nor STUDY:TRIAL; pass a checkpoint or GPT-2 folder, or e.g. quickstart:0")
+    raise AuditError(
+        f"audit source {source!r} is neither a folder nor STUDY:TRIAL; pass a checkpoint or GPT-2 folder, or e.g. quickstart:0"
+    )
 
 
 @torch.no_grad()
@@ -97,9 +95,15 @@ def audit_model(model: PrismLM, source: str = "", n_probes: int = 8) -> dict:
     cfg = model.cfg
     L = cfg.n_layer
     profile: dict = {
-        "format": PROFILE_FORMAT, "source": source, "n_layer": L, "d_model": cfg.d_model,
-        "schedule": str(model.schedule), "depths": [(layer + 1) / L for layer in range(L)],
-        "probes": {}, "curves": {}, "layers": {},
+        "format": PROFILE_FORMAT,
+        "source": source,
+        "n_layer": L,
+        "d_model": cfg.d_model,
+        "schedule": str(model.schedule),
+        "depths": [(layer + 1) / L for layer in range(L)],
+        "probes": {},
+        "curves": {},
+        "layers": {},
     }
     device = next(model.parameters()).device
     for probes in probe_sets(cfg.block_size, n_probes):
@@ -125,22 +129,36 @@ def write_report(profile: dict, path: str | Path) -> Path:
     """A self-contained HTML page (plotly JS embedded): one panel per metric against relative depth, zones shaded."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=len(METRICS), cols=1, shared_xaxes=True,
-                        subplot_titles=[f"{label} ({unit})" for _, label, unit in METRICS])
+    fig = make_subplots(rows=len(METRICS), cols=1, shared_xaxes=True, subplot_titles=[f"{label} ({unit})" for _, label, unit in METRICS])
     depths = profile["depths"]
     for row, (attr, _, _) in enumerate(METRICS, start=1):
         for i, (probe, by_metric) in enumerate(profile["curves"].items()):
             fig.add_scatter(
-                x=depths, y=by_metric[attr], mode="lines+markers", name=probe, legendgroup=probe,
-                showlegend=row == 1, line={"color": ("#1f77b4", "#d62728", "#2ca02c")[i % 3]},
-                customdata=list(range(len(depths))), hovertemplate="layer %{customdata}, depth %{x:.3f}: %{y:.4f}",
-                row=row, col=1,
+                x=depths,
+                y=by_metric[attr],
+                mode="lines+markers",
+                name=probe,
+                legendgroup=probe,
+                showlegend=row == 1,
+                line={"color": ("#1f77b4", "#d62728", "#2ca02c")[i % 3]},
+                customdata=list(range(len(depths))),
+                hovertemplate="layer %{customdata}, depth %{x:.3f}: %{y:.4f}",
+                row=row,
+                col=1,
             )
     for z in profile["zones"]:
         half = 0.5 / profile["n_layer"]
-        fig.add_vrect(x0=z["start"] - half, x1=z["end"] + half, fillcolor="orange", opacity=min(0.5, 0.1 + z["strength"] / 4),
-                      line_width=0, annotation_text=f"zone {z['depth']:.2f} (strength {z['strength']:.2f})",
-                      annotation_position="top left", row="all", col=1)
+        fig.add_vrect(
+            x0=z["start"] - half,
+            x1=z["end"] + half,
+            fillcolor="orange",
+            opacity=min(0.5, 0.1 + z["strength"] / 4),
+            line_width=0,
+            annotation_text=f"zone {z['depth']:.2f} (strength {z['strength']:.2f})",
+            annotation_position="top left",
+            row="all",
+            col=1,
+        )
     fig.update_xaxes(title_text="relative depth (layer + 1) / L", row=len(METRICS), col=1)
     fig.update_layout(height=220 * len(METRICS), title=f"layer geometry of {profile['source']} ({profile['schedule']})")
     path = Path(path)

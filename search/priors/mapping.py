@@ -53,8 +53,9 @@ def _step(counts: list[int], base: int, k: int) -> int:
     return counts[min(len(counts) - 1, counts.index(base) + k)]
 
 
-def ideal_schedule(n_layer: int, counts: list[int], base: int, onset_layer: int, late_layer: int | None = None,
-                   top_step: int = 0) -> Schedule:
+def ideal_schedule(
+    n_layer: int, counts: list[int], base: int, onset_layer: int, late_layer: int | None = None, top_step: int = 0
+) -> Schedule:
     """counts[0] at layer 0 rising in equal log2 steps to `base`, reached at `onset_layer`; +1 step from late_layer."""
     top = _step(counts, base, top_step)
     lo, hi = counts.index(counts[0]), counts.index(top)
@@ -90,8 +91,12 @@ def variants(n_layer: int, counts: list[int], base: int, zones: list[Zone]) -> l
     m = onset.layer if onset else _layer_at(ONSET_DEFAULT, n_layer)
     late_layer = late.layer if late else None
     other_late = None if late_layer is not None else _layer_at(LATE_DEFAULT, n_layer)
-    shapes = [("ideal", m, late_layer), ("other-late", m, other_late),
-              ("onset+1", min(m + 1, n_layer - 1), late_layer), ("onset-1", max(m - 1, 0), late_layer)]
+    shapes = [
+        ("ideal", m, late_layer),
+        ("other-late", m, other_late),
+        ("onset+1", min(m + 1, n_layer - 1), late_layer),
+        ("onset-1", max(m - 1, 0), late_layer),
+    ]
     out: dict[Schedule, str] = {}
     for top_step in (0, 1):
         for name, onset_layer, late_at in shapes:

@@ -23,21 +23,18 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError, validate
-from search.config import PrismSearchError, StudyConfig
-from search.checkpoints import ATTR_CHECKPOINT
-from search.priors.audit import AuditError, audit_model, load_source
+from search.config import StudyConfig
+from search.errors import PriorError
 from search.priors._files import read_versioned_json
+from search.priors.audit import AuditError, audit_model, load_source
 from search.priors.mapping import onset_and_late, rank_schedules
 from search.priors.zones import Zone
+from search.storage.records import ATTR_CHECKPOINT
 from search.study import enqueue, family_for
 
 PRIOR_FORMAT = "prism-prior/1"
 ATTR_PRIOR = "prism.prior"
 ATTR_AUDIT = "prism.audit"
-
-
-class PriorError(PrismSearchError):
-    pass
 
 
 # -- the prior file ----------------------------------------------------------------------------------------
@@ -52,9 +49,14 @@ def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
     ranked = rank_schedules(family_for(config), config.baseline.heads[0], zones, top_k)
     onset, late = onset_and_late(zones)
     return {
-        "format": PRIOR_FORMAT, "study": config.name, "family": config.space.family, "n_layer": config.model.n_layer,
-        "baseline": str(config.baseline), "source": profile.get("source", ""),
-        "onset": onset.to_dict() if onset else None, "late": late.to_dict() if late else None,
+        "format": PRIOR_FORMAT,
+        "study": config.name,
+        "family": config.space.family,
+        "n_layer": config.model.n_layer,
+        "baseline": str(config.baseline),
+        "source": profile.get("source", ""),
+        "onset": onset.to_dict() if onset else None,
+        "late": late.to_dict() if late else None,
         "schedules": [r.to_dict() for r in ranked],
     }
 
@@ -64,8 +66,10 @@ def read_prior(path: str | Path, config: StudyConfig) -> dict:
     made_by = "`prism-search prior PROFILE.json STUDY.toml -o PRIOR.json` (or use --prior auto)"
     prior = read_versioned_json(path, PRIOR_FORMAT, "prior", made_by, PriorError)
     if prior.get("n_layer") != config.model.n_layer:
-        raise PriorError(f"{path} is for {prior.get('n_layer')} layers, the study has model.n_layer={config.model.n_layer}; "
-                         "map a profile of the study's depth")
+        raise PriorError(
+            f"{path} is for {prior.get('n_layer')} layers, the study has model.n_layer={config.model.n_layer}; "
+            "map a profile of the study's depth"
+        )
     for entry in prior.get("schedules", []):
         try:
             validate(Schedule.parse(entry["schedule"]), config.model_config_)
@@ -85,14 +89,16 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
         return []
     family = family_for(config)
     trials = study.get_trials(deepcopy=False)
-    queued = {t.user_attrs.get("schedule") for t in trials if t.user_attrs.get("seed", config.seed) == config.seed
-              and t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)}
+    queued = {
+        t.user_attrs.get("schedule")
+        for t in trials
+        if t.user_attrs.get("seed", config.seed) == config.seed and t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
+    }
     added = []
     for entry in prior["schedules"]:
         if entry["schedule"] in queued:
             continue  # the baseline or a reference already measures it
-        enqueue(study, family, Schedule.parse(entry["schedule"]), role="search", seed=config.seed,
-                source="prior", prior_rank=entry["rank"])
+        enqueue(study, family, Schedule.parse(entry["schedule"]), role="search", seed=config.seed, source="prior", prior_rank=entry["rank"])
         queued.add(entry["schedule"])
         added.append(entry["schedule"])
     narrow_until = len(study.get_trials(deepcopy=False)) + config.search.n_startup_trials  # trial numbers
@@ -105,8 +111,7 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
 class PriorSampler(optuna.samplers.BaseSampler):
     """The study's sampler, except that trials numbered below `narrow_until` are drawn near prior schedules."""
 
-    def __init__(self, base: optuna.samplers.BaseSampler, anchors: list[dict[str, Any]], strength: float,
-                 narrow_until: int, seed: int = 0):
+    def __init__(self, base: optuna.samplers.BaseSampler, anchors: list[dict[str, Any]], strength: float, narrow_until: int, seed: int = 0):
         self.base, self.anchors, self.strength, self.narrow_until, self.seed = base, anchors, strength, narrow_until, seed
 
     def _narrowing(self, trial: FrozenTrial) -> bool:
@@ -153,8 +158,9 @@ def narrow_sampler(study: optuna.Study, config: StudyConfig) -> None:
         return
     prior = json.loads(study.user_attrs[ATTR_PRIOR])
     family = family_for(config)
-    anchors = [family.params_for(Schedule.parse(e["schedule"])) for e in prior["schedules"]
-               if family.contains(Schedule.parse(e["schedule"]))]
+    anchors = [
+        family.params_for(Schedule.parse(e["schedule"])) for e in prior["schedules"] if family.contains(Schedule.parse(e["schedule"]))
+    ]
     study.sampler = PriorSampler(study.sampler, anchors, prior["strength"], prior["narrow_until"], config.seed)
 
 
@@ -179,8 +185,10 @@ def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4
     trial = paired_baseline(study, config)
     path = trial.user_attrs.get(ATTR_CHECKPOINT)
     if not path:
-        raise AuditError(f"baseline trial {trial.number} of {config.name!r} kept no checkpoint; --prior auto needs "
-                         "the baseline trained by the same `run --prior auto`")
+        raise AuditError(
+            f"baseline trial {trial.number} of {config.name!r} kept no checkpoint; --prior auto needs "
+            "the baseline trained by the same `run --prior auto`"
+        )
     model, _ = load_source(str(path), config.storage)
     profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
     prior = make_prior(profile, config, top_k)

@@ -22,8 +22,8 @@ Depths are relative: layer l sits at (l + 1) / L, so boundary b sits halfway bet
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -106,8 +106,14 @@ def detect_zones(curves: Mapping[str, Sequence[float | None]], min_strength: flo
             lo -= 1
         while hi < L - 2 and score[hi + 1] >= score[b] / 2:
             hi += 1
-        zones.append(Zone(
-            depth=(b + 1.5) / L, start=(lo + 1.5) / L, end=(hi + 1.5) / L, layer=b + 1,
-            strength=round(strength, 6), changes={k: round(float(d[b]), 6) for k, d in changes.items()},
-        ))
+        zones.append(
+            Zone(
+                depth=(b + 1.5) / L,
+                start=(lo + 1.5) / L,
+                end=(hi + 1.5) / L,
+                layer=b + 1,
+                strength=round(strength, 6),
+                changes={k: round(float(d[b]), 6) for k, d in changes.items()},
+            )
+        )
     return sorted(zones, key=lambda z: (-z.strength, z.depth))

@@ -35,8 +35,9 @@ def test_loading_a_non_checkpoint_names_the_fix(tmp_path):
 def test_hf_gpt2_logits_match_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    hf_cfg = transformers.GPT2Config(vocab_size=97, n_positions=32, n_embd=64, n_layer=3, n_head=2,
-                                     initializer_range=0.2, bos_token_id=0, eos_token_id=0)
+    hf_cfg = transformers.GPT2Config(
+        vocab_size=97, n_positions=32, n_embd=64, n_layer=3, n_head=2, initializer_range=0.2, bos_token_id=0, eos_token_id=0
+    )
     hf = transformers.GPT2LMHeadModel(hf_cfg).eval()
     with torch.no_grad():  # non-zero biases and norm affines, so every mapped tensor matters
         for name, p in hf.named_parameters():

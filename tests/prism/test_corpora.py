@@ -32,7 +32,8 @@ def test_text_file_folder_and_glob(tmp_path):
     assert folder == b"\n".join([("alpha " * 100).encode(), ("beta " * 100).encode(), ("gamma " * 10).encode()])
     assert b"never" not in folder
     assert load_corpus(str(tmp_path / "books" / "*.txt")).tokens.tobytes() == b"\n".join(
-        [("alpha " * 100).encode(), ("beta " * 100).encode()])
+        [("alpha " * 100).encode(), ("beta " * 100).encode()]
+    )
 
 
 def test_nanogpt_bin_file_and_train_val_pair(tmp_path):
@@ -55,10 +56,12 @@ def test_nanogpt_bin_file_and_train_val_pair(tmp_path):
 def test_hf_dataset_saved_to_disk(tmp_path):
     datasets = pytest.importorskip("datasets")
     lines = TEXT.splitlines()
-    dd = datasets.DatasetDict({
-        "train": datasets.Dataset.from_dict({"text": lines[:300]}),
-        "validation": datasets.Dataset.from_dict({"text": lines[300:]}),
-    })
+    dd = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict({"text": lines[:300]}),
+            "validation": datasets.Dataset.from_dict({"text": lines[300:]}),
+        }
+    )
     dd.save_to_disk(str(tmp_path / "ds"))
     corpus = load_corpus(str(tmp_path / "ds"))
     assert corpus.train.tobytes() == "\n".join(lines[:300]).encode()
@@ -102,8 +105,10 @@ def test_bpe_trained_once_when_workers_start_together(tmp_path):
     (tmp_path / "t.txt").write_text(TEXT)
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(3), ctx.Queue()
-    procs = [ctx.Process(target=_load_bpe_and_report, args=(str(tmp_path / "t.txt"), os.environ["PRISM_CACHE_DIR"], barrier, results))
-             for _ in range(3)]
+    procs = [
+        ctx.Process(target=_load_bpe_and_report, args=(str(tmp_path / "t.txt"), os.environ["PRISM_CACHE_DIR"], barrier, results))
+        for _ in range(3)
+    ]
     for p in procs:
         p.start()
     reports = [results.get(timeout=120) for _ in procs]
@@ -115,13 +120,16 @@ def test_bpe_trained_once_when_workers_start_together(tmp_path):
     assert not [f.name for f in (tmp_path / "cache" / "tokenizers").iterdir() if ".tmp" in f.name]
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing", "not found"),
-    ("empty", "is empty"),
-    ("vocab", r"token id 999 .*>= vocab_size=500"),
-    ("undeclared", "declare the vocab_size"),
-    ("short_val", "shorter than the sequence length block_size=64"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "not found"),
+        ("empty", "is empty"),
+        ("vocab", r"token id 999 .*>= vocab_size=500"),
+        ("undeclared", "declare the vocab_size"),
+        ("short_val", "shorter than the sequence length block_size=64"),
+    ],
+)
 def test_one_line_errors(tmp_path, case, message):
     np.arange(1000, dtype=np.uint16).tofile(tmp_path / "x.bin")
     (tmp_path / "empty.txt").write_text("")

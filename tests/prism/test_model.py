@@ -50,8 +50,9 @@ def test_embeddings_are_tied_and_sequence_length_is_checked():
         model(torch.zeros(1, 33, dtype=torch.long))
 
 
-VARIANT_CFG = ModelConfig(n_layer=3, d_model=64, block_size=32, dh_min=16, dh_max=64,
-                          positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=True, bias=False)
+VARIANT_CFG = ModelConfig(
+    n_layer=3, d_model=64, block_size=32, dh_min=16, dh_max=64, positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=True, bias=False
+)
 
 
 @pytest.mark.parametrize("text", ["1x3", "1x1,2x1,4x1"])

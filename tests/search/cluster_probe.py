@@ -13,10 +13,11 @@ import ray
 import torch
 
 from search.config import parse_config
-from search.runner import Driver, connect_ray
+from search.early_stopping import make_stopping
+from search.runner.driver import Driver, connect_ray
+from search.runner.worker import TrialSession
 from search.storage import open_storage
 from search.study import corpus_fingerprint, open_study
-from search.trial import TrialSession
 from tests.search.conftest import ROOT
 
 RESOURCES = {"workers": 2, "cpus_per_trial": 3, "gpus_per_trial": 0.5}
@@ -44,7 +45,9 @@ def main(address: str, url: str) -> None:
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(url), fingerprint)
     connect_ray(address, num_cpus=0)
-    Driver(study, config, fingerprint, session_cls=ProbeSession).run(config.n_trials, config.resources.workers)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config), session_cls=ProbeSession).run(
+        config.n_trials, config.resources.workers
+    )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.cache import DUPLICATE_ATTR, copy_result, find_original
+from search.runner.cache import copy_result, find_original
+from search.storage.records import DUPLICATE_ATTR
 
 
 def _trial(study, schedule, seed=0, **attrs):
@@ -43,7 +44,7 @@ def test_a_copy_gets_values_metrics_constraint_and_names_its_original(study):
     assert stored.user_attrs["tokens_per_s"] == 1234.5 and "worker" not in stored.user_attrs  # it ran nowhere
     assert stored.constraints == {"throughput_ratio": 0.1}
     with pytest.raises(ValueError, match="No feasible trials"):  # the copied constraint makes it infeasible too
-        study.best_trial
+        _ = study.best_trial
 
 
 def test_a_copy_of_a_pruned_trial_is_pruned_with_its_learning_curve(study):

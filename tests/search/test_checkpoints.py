@@ -7,19 +7,28 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import load_checkpoint
-from search.checkpoints import keep_checkpoints
 from search.config import ConfigError, parse_config
-from search.runner import Driver
+from search.early_stopping import make_stopping
+from search.runner.checkpoints import keep_checkpoints
+from search.runner.driver import Driver
+from search.runner.worker import TrialSession, TrialSpec
 from search.storage import open_storage
 from search.study import corpus_fingerprint, open_study, summarize
-from search.trial import TrialSpec, TrialSession
 
 
 def _spec(config, tmp_path, keep):
     return TrialSpec(
-        study="t", number=0, schedule="1x1,2x1,4x1", model=config.model_config_, train=config.train.to_train_config(0),
-        corpus=config.data.corpus, val_fraction=0.1, corpus_fingerprint=corpus_fingerprint(config),
-        corpus_options=config.data.corpus_options(), checkpoint_dir=str(tmp_path / keep), keep_checkpoints=keep,
+        study="t",
+        number=0,
+        schedule="1x1,2x1,4x1",
+        model=config.model_config_,
+        train=config.train.to_train_config(0),
+        corpus=config.data.corpus,
+        val_fraction=0.1,
+        corpus_fingerprint=corpus_fingerprint(config),
+        corpus_options=config.data.corpus_options(),
+        checkpoint_dir=str(tmp_path / keep),
+        keep_checkpoints=keep,
     )
 
 
@@ -44,13 +53,17 @@ def test_session_saves_finished_trials_and_pruned_ones_only_for_all(tiny_config,
 def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user_corpus(ray_local, tiny_config, tmp_path):
     text = tmp_path / "corpus.txt"
     text.write_text("".join(f"{i} little pigs went to market, {i * 7 % 13} came home\n" for i in range(3000)))
-    config = tiny_config.model_copy(update={
-        "n_trials": 4, "keep_checkpoints": "best", "checkpoint_dir": str(tmp_path / "ckpt"),
-        "data": tiny_config.data.model_copy(update={"corpus": str(text)}),
-    })
+    config = tiny_config.model_copy(
+        update={
+            "n_trials": 4,
+            "keep_checkpoints": "best",
+            "checkpoint_dir": str(tmp_path / "ckpt"),
+            "data": tiny_config.data.model_copy(update={"corpus": str(text)}),
+        }
+    )
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=2)
     best = summarize(study).best_number
     kept = sorted(p.name for p in (tmp_path / "ckpt" / "tiny").iterdir())
     baseline = next(t.number for t in study.trials if t.user_attrs["role"] == "baseline" and t.user_attrs["seed"] == config.seed)
@@ -69,10 +82,17 @@ def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
     for path in dirs.values():
         path.mkdir()
     for value, name, extra in [(1.0, "best", {}), (2.0, "worse", {}), (1.0, "best", {"duplicate_of": 1})]:
-        study.add_trial(optuna.trial.create_trial(value=value, user_attrs={
-            "role": "search", "seed": tiny_config.seed, "schedule": f"s-{name}", "checkpoint": str(dirs[name]), **extra}))
-    study.add_trial(optuna.trial.create_trial(value=3.0, user_attrs={
-        "role": "baseline", "seed": tiny_config.seed, "schedule": "2x4", "checkpoint": str(dirs["baseline"])}))
+        study.add_trial(
+            optuna.trial.create_trial(
+                value=value,
+                user_attrs={"role": "search", "seed": tiny_config.seed, "schedule": f"s-{name}", "checkpoint": str(dirs[name]), **extra},
+            )
+        )
+    study.add_trial(
+        optuna.trial.create_trial(
+            value=3.0, user_attrs={"role": "baseline", "seed": tiny_config.seed, "schedule": "2x4", "checkpoint": str(dirs["baseline"])}
+        )
+    )
     keep_checkpoints(study, tiny_config.model_copy(update={"keep_checkpoints": "best"}))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name in dirs) == ["baseline", "best"]
 

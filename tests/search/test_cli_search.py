@@ -11,9 +11,10 @@ import optuna
 import pytest
 from typer.testing import CliRunner
 
-from search.cache import DUPLICATE_ATTR
+from search.storage.records import DUPLICATE_ATTR
 from search.cli import app
-from search.runner import Driver
+from search.early_stopping import make_stopping
+from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import corpus_fingerprint, open_study
 
@@ -33,7 +34,7 @@ def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
     config = tiny_config.model_copy(update={"n_trials": 3, "train": tiny_config.train.model_copy(update={"steps": 20})})
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=2)
     url = ["--storage", config.storage]
 
     best = runner.invoke(app, ["best", "tiny", *url])

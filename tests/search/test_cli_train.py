@@ -17,8 +17,9 @@ TINY = str(ROOT / "studies" / "tiny.toml")
 
 def test_train_saves_reloads_and_analyzes(tmp_path):
     runner = CliRunner()
-    out = runner.invoke(app, ["train", "1x1,2x1,4x1", "--config", TINY, "--steps", "20",
-                              "--save", str(tmp_path / "ckpt"), "--analyze", "--json"])
+    out = runner.invoke(
+        app, ["train", "1x1,2x1,4x1", "--config", TINY, "--steps", "20", "--save", str(tmp_path / "ckpt"), "--analyze", "--json"]
+    )
     assert out.exit_code == 0, out.output
     record = json.loads(out.output[: out.output.index("\n}") + 2])
     assert record["schedule"] == "1x1,2x1,4x1" and record["steps"] == 20 and record["final_val_loss"] < 5.6
@@ -36,8 +37,12 @@ def test_train_saves_reloads_and_analyzes(tmp_path):
 
 
 def test_train_bad_input_is_one_line_and_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "search.cli", "train", "3x3", "--config", TINY, "--save", "ckpt"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "search.cli", "train", "3x3", "--config", TINY, "--save", "ckpt"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "schedule '3x3': layer 0: 3 heads do not divide d_model=64" in proc.stderr
     assert not list(tmp_path.iterdir())  # nothing written

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy
 from optuna.trial import TrialState
 
-from search.cluster import ClusterError, check_cluster
+from search.runner.cluster import ClusterError, check_cluster
 from search.study import FINISHED
 from tests.search.cluster_probe import RESOURCES
 from tests.search.conftest import ROOT
@@ -112,8 +112,14 @@ def _finished_and_workers(url: str) -> tuple[list, list[dict]]:
 
 @pytest.mark.e2e
 def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
-    result = subprocess.run([sys.executable, "-m", "tests.search.cluster_probe", ray_cluster, pg_url],
-                            env=RAY_ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.search.cluster_probe", ray_cluster, pg_url],
+        env=RAY_ENV,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     finished, workers = _finished_and_workers(pg_url)
     assert len(finished) == 2 and len(workers) == 2
@@ -144,9 +150,26 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     sampler = threading.Thread(target=_count_connections, args=(pg_url, stop, peak_connections))
     sampler.start()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "search.cli", "run", "studies/tiny.toml", "--workers", "8", "--n-trials", "8",
-         "--address", ray_cluster, "--storage", pg_url],
-        env=RAY_ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "search.cli",
+            "run",
+            "studies/tiny.toml",
+            "--workers",
+            "8",
+            "--n-trials",
+            "8",
+            "--address",
+            ray_cluster,
+            "--storage",
+            pg_url,
+        ],
+        env=RAY_ENV,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     running, peak_running, lines = set(), 0, []
     try:

@@ -11,7 +11,8 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.runner import Driver
+from search.early_stopping import make_stopping
+from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, open_study, summarize
 
@@ -22,7 +23,7 @@ def test_tiny_study_runs_prunes_and_is_plain_optuna(ray_local, tiny_config):
     config = tiny_config.model_copy(update={"n_trials": 6})
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint).run(config.n_trials, n_workers=2)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=2)
 
     stock = optuna.load_study(study_name="tiny", storage=config.storage)  # the stock library reads it
     trials = stock.get_trials()
@@ -54,7 +55,7 @@ def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config):
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
     with pytest.raises(Exception, match="trials failed"):
-        Driver(study, config, fingerprint).run(config.n_trials, n_workers=1)
+        Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=1)
     failed = study.get_trials(states=(TrialState.FAIL,))
     assert len(failed) == 2 and all("TrainingDiverged" in t.user_attrs["error"] for t in failed)
 

@@ -74,8 +74,7 @@ def test_ramp_late_is_a_ramp_a_plateau_and_one_rise_in_the_late_zone():
     for schedule in members:
         rises = [l for l in range(9, 12) if schedule.heads[l] > schedule.heads[l - 1]]
         assert schedule.is_monotone and len(rises) <= 1 and all(9 <= l <= 10 for l in rises)
-    assert family.params_for(Schedule.parse("1x3,2x6,8x3")) == {
-        "ramp_1": 3, "ramp_2": 9, "ramp_3": 9, "late_layer": 9, "late_jump": 2}
+    assert family.params_for(Schedule.parse("1x3,2x6,8x3")) == {"ramp_1": 3, "ramp_2": 9, "ramp_3": 9, "late_layer": 9, "late_jump": 2}
 
 
 def test_free_family_holds_non_monotone_schedules():

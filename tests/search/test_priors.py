@@ -32,8 +32,7 @@ def _profile(n_layer: int, steps: list[int]) -> dict:
     """A synthetic profile whose every curve steps up at each layer in `steps` (later steps smaller)."""
     curve = [sum((1.0 / (i + 1)) * (layer >= at) for i, at in enumerate(steps)) for layer in range(n_layer)]
     curves = {f"corpus.m{k}": [v * (k + 1) for v in curve] for k in range(3)}
-    return {"format": "prism-profile/1", "n_layer": n_layer, "source": "synthetic",
-            "zones": [z.to_dict() for z in detect_zones(curves)]}
+    return {"format": "prism-profile/1", "n_layer": n_layer, "source": "synthetic", "zones": [z.to_dict() for z in detect_zones(curves)]}
 
 
 # -- zones -------------------------------------------------------------------------------------------------
@@ -134,13 +133,14 @@ def test_seeding_enqueues_prior_schedules_once_and_stores_prior_and_profile(tiny
         trial = study.ask()
         order.append(str(family.suggest(trial)))
         study.tell(trial, 1.0)
-    assert order[len(order) - len(added):] == added
+    assert order[len(order) - len(added) :] == added
 
 
 @pytest.mark.parametrize("strength", [1.0, 0.0])
 def test_narrowing_draws_early_proposals_near_the_priors(tiny_config, strength):
-    config = tiny_config.model_copy(update={"search": tiny_config.search.model_copy(
-        update={"prior_strength": strength, "n_startup_trials": 40, "baseline_seeds": 1})})
+    config = tiny_config.model_copy(
+        update={"search": tiny_config.search.model_copy(update={"prior_strength": strength, "n_startup_trials": 40, "baseline_seeds": 1})}
+    )
     config = config.model_copy(update={"model": config.model.model_copy(update={"n_layer": 8})})
     family = family_for(config)
     prior = make_prior(_profile(8, [5]), config, top_k=1)

@@ -37,7 +37,7 @@ def test_audit_a_checkpoint_writes_profile_and_self_contained_report(monkeypatch
     html = out.with_suffix(".html").read_text()
     assert "<script src=" not in html and "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js embedded
 
-    toml = study_toml(('n_trials = 5', 'n_trials = 5\n[space]\nfamily = "ramp"\nbaseline_heads = 2'))
+    toml = study_toml(("n_trials = 5", 'n_trials = 5\n[space]\nfamily = "ramp"\nbaseline_heads = 2'))
     prior_path = tmp_path / "prior.json"
     assert cli(monkeypatch, "prior", out, toml, "-o", prior_path, "--top", 3) == 0
     prior = json.loads(prior_path.read_text())
@@ -93,7 +93,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_2(monkeypatch, tmp_path, capsy
 @pytest.mark.e2e
 def test_run_prior_auto_end_to_end(monkeypatch, tmp_path, ray_local, study_toml):
     db = tmp_path / "study.db"
-    toml = study_toml(('n_trials = 5', f'n_trials = 6\nstorage = "sqlite:///{db}"\n[space]\nfamily = "ramp"\nbaseline_heads = 2'))
+    toml = study_toml(("n_trials = 5", f'n_trials = 6\nstorage = "sqlite:///{db}"\n[space]\nfamily = "ramp"\nbaseline_heads = 2'))
     monkeypatch.chdir(tmp_path)
     assert cli(monkeypatch, "run", toml, "--prior", "auto") == 0
     import optuna

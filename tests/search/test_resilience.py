@@ -13,12 +13,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search import runner
+from search.runner import driver as driver_module
 from search.progress import Progress
-from search.runner import DatabaseUnavailable, Driver
+from search.early_stopping import make_stopping
+from search.runner.driver import DatabaseUnavailable, Driver
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, open_study
-from search.undelivered import deliver_undelivered, undelivered_path
+from search.runner.undelivered import deliver_undelivered, undelivered_path
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
 
@@ -212,7 +213,7 @@ def test_short_database_outage_is_ridden_out(ray_local, tiny_config):
     with fresh_database(f"127.0.0.1:{proxy.port}") as url:
         config, fingerprint, study = _outage_study(ray_local, tiny_config, url, 3)
         progress = _CutAt(proxy, lambda p: p.step == 40, outage_s=2.0)
-        Driver(study, config, fingerprint, progress).run(3, n_workers=1)
+        Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(3, n_workers=1)
         assert progress.done
         _assert_complete(url, 3)
         proxy.cut()
@@ -220,13 +221,13 @@ def test_short_database_outage_is_ridden_out(ray_local, tiny_config):
 
 def test_long_outage_stops_with_a_clear_error_and_keeps_the_finished_result(ray_local, tiny_config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(runner, "DB_RETRY_DELAYS_S", (0.2, 0.4))
+    monkeypatch.setattr(driver_module, "DB_RETRY_DELAYS_S", (0.2, 0.4))
     proxy = _TcpProxy()
     with fresh_database(f"127.0.0.1:{proxy.port}") as url:
         config, fingerprint, study = _outage_study(ray_local, tiny_config, url, 3)
         final = config.train.steps
         progress = _CutAt(proxy, lambda p: p.step == final)
-        driver = Driver(study, config, fingerprint, progress)
+        driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
         # the worst moment: a heartbeat falls due right after the cut, before the trial's result arrives
         progress.on_cut = lambda: setattr(driver, "_last_heartbeat", 0.0)
         with pytest.raises(DatabaseUnavailable, match="result of trial 0 is kept in .*undelivered-tiny.jsonl"):

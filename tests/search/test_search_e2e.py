@@ -5,10 +5,11 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.cache import DUPLICATE_ATTR
 from search.config import StudyConfig
-from search.runner import Driver
+from search.early_stopping import make_stopping
+from search.runner.driver import Driver
 from search.storage import open_storage
+from search.storage.records import DUPLICATE_ATTR
 from search.study import FINISHED, corpus_fingerprint, family_for, open_study, summarize
 
 pytestmark = pytest.mark.e2e
@@ -18,21 +19,32 @@ pytestmark = pytest.mark.e2e
 CASES = {
     "ramp-tpe-hyperband": dict(n_trials=4, space={"family": "ramp"}, search={"sampler": "tpe", "pruner": "hyperband"}),
     "ramp+late-gp-median": dict(
-        n_trials=4, space={"family": "ramp+late", "late_zone": (0.5, 0.9)},
+        n_trials=4,
+        space={"family": "ramp+late", "late_zone": (0.5, 0.9)},
         search={"sampler": "gp", "pruner": "median", "n_startup_trials": 1},
     ),
     "free-random-none": dict(
-        n_trials=5, space={"family": "free", "references": ["twin=1x3", "paper-ramp"]},
+        n_trials=5,
+        space={"family": "free", "references": ["twin=1x3", "paper-ramp"]},
         search={"sampler": "random", "pruner": "none", "baseline_seeds": 1},
     ),
     "uniform-grid-successive-halving": dict(
-        n_trials=20, space={"family": "uniform"}, search={"sampler": "grid", "pruner": "successive-halving"},
+        n_trials=20,
+        space={"family": "uniform"},
+        search={"sampler": "grid", "pruner": "successive-halving"},
     ),
     "ramp-nsga2-multiobjective": dict(
-        n_trials=6, space={"family": "ramp"},
-        search={"sampler": "nsga2", "population_size": 2, "objectives": ["val_loss", "tokens_per_s"],
-                "pruner": "successive-halving", "min_resource_evals": 2, "reduction_factor": 2,
-                "min_throughput_ratio": 0.95},
+        n_trials=6,
+        space={"family": "ramp"},
+        search={
+            "sampler": "nsga2",
+            "population_size": 2,
+            "objectives": ["val_loss", "tokens_per_s"],
+            "pruner": "successive-halving",
+            "min_resource_evals": 2,
+            "reduction_factor": 2,
+            "min_throughput_ratio": 0.95,
+        },
     ),
 }
 
@@ -51,7 +63,7 @@ def _config(tiny_config: StudyConfig, storage: str, case: dict) -> StudyConfig:
 def _run(config: StudyConfig, workers: int = 2) -> optuna.Study:
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint).run(config.n_trials, n_workers=workers)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=workers)
     return optuna.load_study(study_name=config.name, storage=config.storage)  # read back with the stock library
 
 

@@ -176,7 +176,8 @@ def test_report_opens_offline(browser, dash_url, tmp_path):
 
 def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab):
     """The issue's 'done when': open the dashboard on a study, start real training, watch the page fill in."""
-    from search.runner import Driver
+    from search.early_stopping import make_stopping
+    from search.runner.driver import Driver
     from search.storage import open_storage
     from search.study import corpus_fingerprint, open_study
 
@@ -186,7 +187,7 @@ def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab
     server, base = serve(config.storage)
     try:
         assert tab.open(f"{base}/study/tiny", "real-before") == []  # only queued baselines: notes, no figures
-        driver = threading.Thread(target=Driver(study, config, fingerprint).run, args=(config.n_trials, 2))
+        driver = threading.Thread(target=Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run, args=(config.n_trials, 2))
         driver.start()
         # the page reloads itself as trials report: no reload from the test
         tab.page.wait_for_function("document.querySelector('#summary').innerText.includes('complete')", timeout=180_000)

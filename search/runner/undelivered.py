@@ -13,6 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from search.storage._optuna import storage_of, trial_id
 
 
 def undelivered_path(study_name: str) -> Path:
@@ -38,14 +39,14 @@ def deliver_undelivered(study: optuna.Study) -> list[int]:
         trial = running.get(record["number"])
         if trial is None:
             continue
-        storage, attrs = study._storage, record["attrs"]
+        storage, attrs, tid = storage_of(study), record["attrs"], trial_id(trial)
         for key, value in attrs.items():
-            storage.set_trial_user_attr(trial._trial_id, key, value)
+            storage.set_trial_user_attr(tid, key, value)
         for tokens, loss in attrs["curve"]:
             if tokens not in trial.intermediate_values:
-                storage.set_trial_intermediate_value(trial._trial_id, tokens, loss)
+                storage.set_trial_intermediate_value(tid, tokens, loss)
         if record["state"] == "PRUNED":
-            storage.set_trial_user_attr(trial._trial_id, "pruned_at_tokens", attrs["tokens"])
+            storage.set_trial_user_attr(tid, "pruned_at_tokens", attrs["tokens"])
             study.tell(trial.number, state=TrialState.PRUNED)
         else:
             study.tell(trial.number, record["values"])

@@ -17,7 +17,9 @@ import optuna
 import ray
 from optuna.trial import FrozenTrial, TrialState
 
-DUPLICATE_ATTR = "duplicate_of"
+from search.storage._optuna import storage_of, trial_id
+from search.storage.records import DUPLICATE_ATTR
+
 WAIT_POLL_S = 1.0
 # attrs that describe the copy itself, not the training run it shares
 _OWN_ATTRS = {"role", "seed", "schedule", "worker", "retry_of", "error", "reference"}
@@ -47,19 +49,22 @@ def wait_for(original: FrozenTrial) -> ray.ObjectRef:
     """A reference that becomes ready in WAIT_POLL_S seconds: the driver then looks at the original again."""
     job = ray.get_runtime_context().get_job_id()
     if job not in _clocks:
-        _clocks[job] = _Clock.remote()
-    return _clocks[job].after.remote(Wait(original._trial_id), WAIT_POLL_S)
+        _clocks[job] = _Clock.remote()  # type: ignore[attr-defined]  # ray.remote made the class an actor
+    return _clocks[job].after.remote(Wait(trial_id(original)), WAIT_POLL_S)
 
 
 def find_original(study: optuna.Study, schedule: str, seed: int, number: int) -> FrozenTrial | None:
     """The first finished trial that trained `schedule` at `seed`, else the first one training it now."""
     matches = [
-        t for t in study.get_trials(deepcopy=False, states=_USABLE)
-        if t.number != number and DUPLICATE_ATTR not in t.user_attrs
-        and t.user_attrs.get("schedule") == schedule and t.user_attrs.get("seed") == seed
+        t
+        for t in study.get_trials(deepcopy=False, states=_USABLE)
+        if t.number != number
+        and DUPLICATE_ATTR not in t.user_attrs
+        and t.user_attrs.get("schedule") == schedule
+        and t.user_attrs.get("seed") == seed
     ]
     finished = [t for t in matches if t.state != TrialState.RUNNING]
-    return (finished or matches or [None])[0]
+    return next(iter(finished or matches), None)
 
 
 def copy_result(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial) -> TrialState:
@@ -70,7 +75,7 @@ def copy_result(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial)
     trial.set_user_attr(DUPLICATE_ATTR, original.number)
     for key, value in original.system_attrs.items():
         if key.startswith("constraints"):
-            study._storage.set_trial_system_attr(trial._trial_id, key, value)
+            storage_of(study).set_trial_system_attr(trial_id(trial), key, value)
     if original.state == TrialState.PRUNED:
         if len(study.directions) == 1:  # a pruned single-objective trial's value is its last intermediate one
             for step, value in sorted(original.intermediate_values.items()):

@@ -6,16 +6,17 @@ trained here is the same as that schedule's trial in a study with the same confi
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from prism import (
-    Schedule, ScheduleError, Trainer, TrainResult, load_checkpoint, load_corpus, save_checkpoint, val_batches, validate,
-)
+from prism import Schedule, ScheduleError, TrainResult, load_checkpoint, load_corpus, val_batches, validate
 from prism.analysis import LayerMetrics, layer_profile
-from search.config import ConfigError, StudyConfig, load_config, parse_config
+from search.config import StudyConfig, load_config, parse_config
+from search.errors import ConfigError
+from search.runner.worker import TrialSpec, run_trial
 from search.study import corpus_fingerprint
 
 
@@ -54,23 +55,33 @@ def profile(model: torch.nn.Module, data: dict, n_sequences: int = 4) -> list[La
         return layer_profile(model.trace(x.to(next(model.parameters()).device)))
 
 
-def train_single(config: StudyConfig, schedule: Schedule, *, device: str = "cpu", save: str | None = None,
-                 analyze: bool = False) -> SingleRun:
+def train_single(
+    config: StudyConfig, schedule: Schedule, *, device: str = "cpu", save: str | None = None, analyze: bool = False
+) -> SingleRun:
+    """Train through the same trial session a study's workers run, in this process and without a database."""
     fingerprint = corpus_fingerprint(config)  # loads the corpus and checks the vocab: errors before compute
     if save and Path(save).exists() and not Path(save).is_dir():
         raise ConfigError(f"--save {save!r} is a file; pass a directory for the checkpoint")
-    data = data_spec(config)
-    corpus = load_corpus(**data)
-    trainer = Trainer(config.model_config_, schedule, config.train.to_train_config(config.seed, device), corpus)
-    while not trainer.done:
-        trainer.run_to_next_eval()
-    result = trainer.result()
-    if save:
-        result.extra["checkpoint"] = str(save_checkpoint(
-            trainer.model, save, data=data, corpus_fingerprint=fingerprint, train=trainer.cfg.__dict__,
-            result=result.to_dict(),
-        ))
-    return SingleRun(config, schedule, result, profile(trainer.model, data) if analyze else None)
+    with tempfile.TemporaryDirectory() as scratch:  # --analyze reads the trained model back from its checkpoint
+        spec = TrialSpec(
+            study=config.name,
+            number=None,
+            schedule=str(schedule),
+            model=config.model_config_,
+            train=config.train.to_train_config(config.seed, device),
+            corpus=config.data.corpus,
+            val_fraction=config.data.val_fraction,
+            corpus_fingerprint=fingerprint,
+            threads=torch.get_num_threads(),
+            corpus_options=config.data.corpus_options(),
+            checkpoint_dir=save or (scratch if analyze else None),
+            keep_checkpoints="best",
+        )
+        result = run_trial(spec)
+        layers = analyze_checkpoint(result.extra["checkpoint"])[1] if analyze else None
+    if not save:
+        result.extra.pop("checkpoint", None)
+    return SingleRun(config, schedule, result, layers)
 
 
 def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
@@ -79,8 +90,3 @@ def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
     if "data" not in meta:
         raise ConfigError(f"checkpoint {path!r} does not name its corpus; it was not written by prism-search")
     return meta, profile(model, meta["data"])
-
-
-def data_spec(config: StudyConfig) -> dict:
-    """The corpus a config names, as `load_corpus` keywords; checkpoints store it so analysis can reload it."""
-    return {"name": config.data.corpus, "val_fraction": config.data.val_fraction, **config.data.corpus_options()}

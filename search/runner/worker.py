@@ -1,8 +1,9 @@
 """The one trial entry point: a `TrialSpec` in, evaluation points and a `TrainResult` out.
 
 `TrialSession` runs one trial an evaluation interval at a time. The search driver wraps it in a Ray actor
-(local or on a cluster) and decides between intervals whether to prune; tests and in-process callers use
-`run_trial`. Specs and results are plain picklable values, and a session never touches the database.
+(local or on a cluster) and decides between intervals whether to prune; `prism-search train`
+(search.runner.single) runs the same session in process through `run_trial`. Specs and results are plain
+picklable values, and a session never touches the database.
 
 Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
 keep_checkpoints="all") and names the directory in `TrainResult.extra["checkpoint"]`; deciding which ones
@@ -28,7 +29,7 @@ class CorpusMismatch(RuntimeError):
 @dataclass(frozen=True)
 class TrialSpec:
     study: str
-    number: int
+    number: int | None  # None: a model trained outside a study (`prism-search train`)
     schedule: str
     model: ModelConfig
     train: TrainConfig
@@ -50,6 +51,7 @@ def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
     each schedule's speed is its fastest step (the first, which pays one-off set-up, excluded): under other
     load on the machine the fastest step is the one least disturbed, and alternating exposes both to the same load.
     """
+    assert spec.baseline is not None, "a spec without a baseline has no throughput ratio"
     cfg = replace(spec.train, steps=spec.probe_steps + 1, warmup_steps=0, eval_every=1, eval_batches=1)
     trainers = {text: Trainer(spec.model, Schedule.parse(text), cfg, corpus) for text in (spec.schedule, spec.baseline)}
     fastest = dict.fromkeys(trainers, math.inf)
@@ -98,34 +100,33 @@ class TrialSession:
         return self._end(save)
 
     def _end(self, save: bool) -> TrainResult:
-        result, trainer, spec = self.trainer.result(), self.trainer, self.spec
+        assert self.trainer is not None and self.spec is not None and self.corpus is not None, "start() a trial first"
+        result, trainer, spec, corpus = self.trainer.result(), self.trainer, self.spec, self.corpus
         self.trainer = None
         if save and spec.checkpoint_dir:
             data = {"name": spec.corpus, "val_fraction": spec.val_fraction, **spec.corpus_options}
-            path = save_checkpoint(trainer.model, spec.checkpoint_dir, study=spec.study, trial=spec.number, data=data,
-                                   corpus_fingerprint=spec.corpus_fingerprint, train=trainer.cfg.__dict__,
-                                   result=result.to_dict())
+            path = save_checkpoint(
+                trainer.model,
+                spec.checkpoint_dir,
+                study=spec.study,
+                trial=spec.number,
+                data=data,
+                corpus_fingerprint=spec.corpus_fingerprint,
+                train=trainer.cfg.__dict__,
+                result=result.to_dict(),
+            )
             result.extra["checkpoint"] = str(path)
         if spec.baseline is not None:
-            ratio, uniform = throughput_ratio(spec, self.corpus)
+            ratio, uniform = throughput_ratio(spec, corpus)
             result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
         return result
 
 
-def result_attrs(result: TrainResult) -> dict:
-    """How a result is stored on its Optuna trial (user attrs): the same for every path that stores one."""
-    keys = ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens")
-    curve = [[p.tokens, p.val_loss] for p in result.curve]
-    return {k: getattr(result, k) for k in keys} | {"curve": curve} | dict(result.extra)
-
-
-def run_trial(spec: TrialSpec, should_stop=lambda point: False) -> TrainResult:
-    """In-process use of the same entry point: advance until done or `should_stop(point)` says stop."""
+def run_trial(spec: TrialSpec) -> TrainResult:
+    """A whole trial in this process, through the same session a worker runs (`prism-search train`)."""
     session = TrialSession()
     session.start(spec)
     while True:
         out = session.advance()
         if isinstance(out, TrainResult):
             return out
-        if should_stop(out):
-            return session.stop()

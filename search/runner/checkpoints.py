@@ -15,8 +15,7 @@ from pathlib import Path
 import optuna
 
 from search.config import StudyConfig
-
-ATTR_CHECKPOINT = "checkpoint"
+from search.storage.records import ATTR_CHECKPOINT
 
 
 def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:
@@ -37,9 +36,10 @@ def keep_checkpoints(study: optuna.Study, config: StudyConfig) -> None:
     keep_numbers = {summary.best_number} | {p["number"] for p in summary.pareto}
     trials = study.get_trials(deepcopy=False)
     keep = {
-        t.user_attrs.get(ATTR_CHECKPOINT) for t in trials
+        t.user_attrs.get(ATTR_CHECKPOINT)
+        for t in trials
         if t.number in keep_numbers or (t.user_attrs.get("role") == "baseline" and t.user_attrs.get("seed") == config.seed)
     }
-    for path in {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials} - keep - {None}:
-        if Path(path).is_dir():
+    for path in {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials} - keep:
+        if path and Path(path).is_dir():
             shutil.rmtree(path)

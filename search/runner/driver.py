@@ -3,7 +3,7 @@
     ask -> schedule -> worker.start(spec) -> worker.advance() ... each EvalPoint: report, should_prune?
         -> advance again | worker.stop() -> tell(COMPLETE | PRUNED | FAIL)
 
-Only the driver talks to the database. Workers are Ray actors wrapping `search.trial.TrialSession`, so torch
+Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession`, so torch
 is imported and the corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one
 trial it held. Every trial the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
 failed once their heartbeat is stale and their schedules are queued again.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import optuna
 import ray
@@ -21,23 +22,18 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
-from search import cache, samplers
-from search.checkpoints import keep_checkpoints, trial_checkpoint_dir
-from search.config import PrismSearchError, StudyConfig
+from search import samplers
+from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
+from search.config import StudyConfig
+from search.errors import DatabaseUnavailable, TooManyFailures
 from search.constraints import apply_constraint
-from search.early_stopping import make_stopping
 from search.progress import Progress
+from search.runner import cache
 from search.study import FINISHED, enqueue, family_for, stored_config
-from search.undelivered import save_undelivered
-from search.trial import TrialSession, TrialSpec, result_attrs
-
-
-class TooManyFailures(PrismSearchError):
-    pass
-
-
-class DatabaseUnavailable(PrismSearchError):
-    pass
+from search.runner.undelivered import save_undelivered
+from search.runner.worker import TrialSession, TrialSpec
+from search.storage._optuna import stale_trial_ids, storage_of, trial_id
+from search.storage.records import DUPLICATE_ATTR, result_attrs, schedule_attrs
 
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
@@ -50,7 +46,7 @@ class _InFlight:
     trial: optuna.Trial
     schedule: Schedule
     role: str
-    worker: ray.actor.ActorHandle | None  # None: a duplicate waiting for its original (see search.cache)
+    worker: ray.actor.ActorHandle | None  # None: a duplicate waiting for its original (see search.runner.cache)
     pruning: bool = False
     points: list[EvalPoint] = field(default_factory=list)
 
@@ -72,17 +68,17 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
     Failing a trial is a conditional update (it must still be RUNNING), so when two drivers race over one
     stale trial exactly one of them wins and queues it again.
     """
-    storage = study._storage
+    storage = storage_of(study)
     family = family_for(stored_config(study))
     requeued = []
-    for trial_id in storage._get_stale_trial_ids(study._study_id):
+    for stale_id in stale_trial_ids(study):
         try:  # the reason first: a finished trial's attrs can no longer be written
-            storage.set_trial_user_attr(trial_id, "error", "driver lost (heartbeat went stale)")
-            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+            storage.set_trial_user_attr(stale_id, "error", "driver lost (heartbeat went stale)")
+            if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
-        trial = storage.get_trial(trial_id)
+        trial = storage.get_trial(stale_id)
         _requeue(study, family, trial, attempt=trial.user_attrs.get("attempt", 0))
         requeued.append(trial.number)
     return requeued
@@ -94,14 +90,23 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
             seed=attrs.get("seed", 0), retry_of=trial.number, attempt=attempt)
 
 
+class Stopping(Protocol):
+    """Decides between evaluations whether a search trial goes on; the study picks it (search.early_stopping)."""
+
+    def report(self, trial: optuna.Trial, point: EvalPoint) -> None: ...
+
+    def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool: ...
+
+
 class Driver:
     def __init__(
-        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None,
+        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None, *,
+        stopping: Stopping,
         session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
     ):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
-        self.stopping = make_stopping(study, config)
+        self.stopping = stopping
         self.progress = progress
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
@@ -141,11 +146,11 @@ class Driver:
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
-        if now - self._last_heartbeat > self.study._storage.get_heartbeat_interval() / 2:
+        if now - self._last_heartbeat > storage_of(self.study).get_heartbeat_interval() / 2:
             self._last_heartbeat = now
             try:
                 for job in self.in_flight.values():
-                    self._db(self.study._storage.record_heartbeat, job.trial._trial_id)
+                    self._db(storage_of(self.study).record_heartbeat, trial_id(job.trial))
                 requeued = self._db(requeue_stale_trials, self.study)
             except DatabaseUnavailable:
                 # not worth stopping for: a result about to arrive must reach _finish, which keeps it in the
@@ -176,7 +181,7 @@ class Driver:
 
     def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> bool:
         trial = self._db(self.study.ask)
-        self._db(self.study._storage.record_heartbeat, trial._trial_id)
+        self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
         attrs = trial.user_attrs
         if self._is_surplus(trial, target):
             self._db(trial.set_user_attr, "error", "surplus: the study reached its target through another driver")
@@ -189,9 +194,7 @@ class Driver:
             schedule = Schedule.parse(attrs["schedule"])  # an enqueued schedule outside the family
         else:
             schedule = self._db(self.family.suggest, trial)
-        values = {"schedule": str(schedule), "role": role, "seed": seed}
-        values |= {f"heads_{layer:02d}": heads for layer, heads in enumerate(schedule.heads)}
-        for key, value in values.items():
+        for key, value in schedule_attrs(schedule, role, seed).items():
             self._db(trial.set_user_attr, key, value)
         if self._serve_duplicate(trial, schedule, role, seed, worker):
             return True
@@ -274,22 +277,22 @@ class Driver:
         if self.progress:
             self.progress.finished(job.trial.number, "FAIL", None, reason)
 
-    # -- duplicates (search.cache): a schedule trains once per seed ---------------------------------------
+    # -- duplicates (search.runner.cache): a schedule trains once per seed ---------------------------------------
     def _serve_duplicate(self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, worker) -> bool:
         """Give `trial` a stored result, or park it until the running original ends; False: train it."""
         original = cache.find_original(self.study, str(schedule), seed, trial.number)
         if original is None:
             return False
-        trial.set_user_attr(cache.DUPLICATE_ATTR, original.number)
+        trial.set_user_attr(DUPLICATE_ATTR, original.number)
         self.idle.append(worker)
         job = _InFlight(trial, schedule, role, None)
         if self.progress:
             self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role)
-        self._await_original(job, cache.Wait(original._trial_id))
+        self._await_original(job, cache.Wait(trial_id(original)))
         return True
 
     def _await_original(self, job: _InFlight, wait: cache.Wait) -> None:
-        original = self.study._storage.get_trial(wait.original_id)
+        original = storage_of(self.study).get_trial(wait.original_id)
         if original.state == TrialState.RUNNING:
             self.in_flight[cache.wait_for(original)] = job
         elif original.state == TrialState.FAIL:

@@ -14,13 +14,13 @@ import os
 import re
 import sqlite3
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import optuna
 import sqlalchemy
 
-from search.config import PrismSearchError
+from search.errors import StorageError
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -31,10 +31,6 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 # (tests shorten them; a cluster on a slow network may lengthen them).
 HEARTBEAT_INTERVAL_S = int(os.environ.get("PRISM_SEARCH_HEARTBEAT_S", 10))
 GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
-
-
-class StorageError(PrismSearchError):
-    pass
 
 
 def mask_url(url: str) -> str:

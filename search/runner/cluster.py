@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import re
 
-from search.config import PrismSearchError
+from search.errors import ClusterError
 
 _ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-]+:\d{1,5}$")
-
-
-class ClusterError(PrismSearchError):
-    pass
 
 
 def check_cluster(address: str | None, storage: str) -> None:

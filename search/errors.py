@@ -1,0 +1,38 @@
+"""Every error a user can fix. The CLI prints its one-line message (naming the field or flag and the fix) and
+exits with code 2, before any compute and without touching stored data; anything else is a bug."""
+
+
+class PrismSearchError(Exception):
+    """An error the user can fix."""
+
+
+class ConfigError(PrismSearchError):
+    """A study config (TOML, CLI overrides or the copy stored with a study) that cannot be used."""
+
+
+class StorageError(PrismSearchError):
+    """A database URL that is not usable or not reachable."""
+
+
+class ClusterError(PrismSearchError):
+    """A Ray cluster address, or a storage that a cluster's workers cannot share."""
+
+
+class DatabaseUnavailable(PrismSearchError):
+    """The database went away during a run and stayed away through the retries."""
+
+
+class TooManyFailures(PrismSearchError):
+    """More trials failed than search.max_failed_trials allows."""
+
+
+class GridExhausted(PrismSearchError):
+    """A grid sampler has visited every schedule of its space."""
+
+
+class AuditError(PrismSearchError):
+    """A model or profile `prism-search audit` cannot read."""
+
+
+class PriorError(PrismSearchError):
+    """A prior that does not fit the study it should seed."""

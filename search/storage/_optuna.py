@@ -1,0 +1,28 @@
+"""The Optuna internals prism-search needs, in one place, so an Optuna upgrade is checked here only.
+
+Optuna has no public way to reach a study's storage, a trial's storage id or the trials whose heartbeat went
+stale without failing them (`fail_stale_trials` fails them before the driver can record why and requeue them
+exactly once). Everything else goes through the storage's public methods on `storage_of(study)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+
+def storage_of(study: optuna.Study) -> Any:
+    """Optuna's cache around open_storage's RDBStorage: the BaseStorage methods and the heartbeat ones."""
+    return study._storage
+
+
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
+    """The storage's id of a trial (not its number): what every storage method takes."""
+    return trial._trial_id
+
+
+def stale_trial_ids(study: optuna.Study) -> list[int]:
+    """RUNNING trials whose heartbeat is older than the storage's grace period."""
+    return storage_of(study)._get_stale_trial_ids(study._study_id)  # a cached RDBStorage: open_storage's, with heartbeats
