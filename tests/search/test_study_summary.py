@@ -1,6 +1,8 @@
 """summarize on constructed studies with known answers: paired gaps, the selected best before and after
 confirmation, references, the confirmation table and rung fidelity (real SQLite, trials through the Optuna API)."""
 
+import json
+
 import optuna
 import pytest
 from optuna.distributions import FloatDistribution
@@ -89,3 +91,50 @@ def test_fewer_than_four_complete_curves_say_so(tiny_config):
     study = make_study(tiny_config)
     searched(study)
     assert summarize(study).fidelity is None and summarize(study).fidelity_warnings() == []
+
+
+def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_warning(tiny_config, monkeypatch):
+    from typer.testing import CliRunner
+
+    from search import cli
+
+    app = cli.app
+    monkeypatch.setattr(cli.console, "width", 250)  # one table row per line, as on a wide terminal
+
+    study = make_study(tiny_config)
+    searched(study)
+    for k, final in enumerate([2.0, 2.1, 2.2, 2.3, 2.4, 2.5]):
+        add(study, f"s{k}", 1, final, curve={100: final + 1, 200: 9 - final, 300: final})
+    for seed, (base, best) in zip((1000, 1001, 1002), [(1.50, 1.49), (1.60, 1.58), (1.70, 1.67)]):
+        add(study, UNIFORM, seed, base, role="confirm")
+        add(study, "4x3", seed, best, role="confirm")
+    url = ["--storage", tiny_config.storage]
+    out = CliRunner().invoke(app, ["status", "known", *url])
+    assert out.exit_code == 0, out.output
+    assert "confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; search seed -0.0500" in out.output
+    assert "confirmation of known" in out.output and "1.5800 ± 0.0900" in out.output
+    assert "fidelity at 200 tokens" in out.output and "warning: pruning at 200 tokens is unreliable" in out.output
+    assert "noise floor of uniform" in out.output and "σ" not in out.output
+    as_json = CliRunner().invoke(app, ["status", "known", *url, "--json"]).stdout
+    summary = json.loads(as_json[as_json.index("["):])[0]
+    assert summary["best_gap"]["confirmed"]["mean"] == pytest.approx(-0.02) and summary["confirmation"][1]["gap"]["n"] == 3
+    assert summary["fidelity"][1]["tokens"] == 200 and len(summary["fidelity_warnings"]) == 1
+    best = CliRunner().invoke(app, ["best", "known", *url]).stdout
+    assert best.startswith("4x3\tval_loss 2.0000\tgap to uniform confirmed -0.0200 [-0.0448, +0.0048]")
+
+
+def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config, monkeypatch, capsys):
+    from search import cli
+
+    monkeypatch.setattr(cli.console, "width", 250)
+    study = make_study(tiny_config)
+    searched(study)
+    cli._print_summary(study, 12.0)
+    assert "confirm the best on fresh seeds: prism-search confirm known --top 1 --seeds 3" in capsys.readouterr().out
+    cli._print_summary(study, None)  # `status`: the gap text names it already, no "next" row
+    assert "confirm the best on fresh seeds" not in capsys.readouterr().out
+    for seed in (1000, 1001, 1002):
+        add(study, UNIFORM, seed, 1.5, role="confirm")
+        add(study, "4x3", seed, 1.49, role="confirm")
+    cli._print_summary(study, 12.0)
+    assert "confirm the best on fresh seeds" not in capsys.readouterr().out
