@@ -78,13 +78,25 @@ def spearman_ci(x: list[float], y: list[float], n_boot: int = 2000, seed: int = 
         raise ValueError(f"spearman_ci needs two equally long samples of at least 3 values, got {len(x)} and {len(y)}")
     rho = float(sps.spearmanr(x, y).statistic)
     idx = np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))
-    rx, ry = sps.rankdata(x[idx], axis=1), sps.rankdata(y[idx], axis=1)
+    rx, ry = resample_ranks(x, idx), resample_ranks(y, idx)
     rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
     denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
     ok = denom > 0
     boot = (rx * ry).sum(axis=1)[ok] / denom[ok]
     low, high = np.percentile(boot, [50 * (1 - LEVEL), 50 * (1 + LEVEL)]) if boot.size else (math.nan, math.nan)
     return RankCorrelation(len(x), rho, float(low), float(high))
+
+
+def resample_ranks(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """`scipy.stats.rankdata(v[idx], axis=1)` (midranks of each resample) from per-value counts instead of a sort
+    per resample: O(n) per resample, which keeps a 5,000-trial study's bootstrap to about a second."""
+    groups = np.unique(v, return_inverse=True)[1].reshape(-1)  # dense rank of each value, ties share one
+    n_groups = int(groups.max()) + 1
+    picked = groups[idx]
+    offsets = n_groups * np.arange(idx.shape[0])[:, None]
+    counts = np.bincount((picked + offsets).ravel(), minlength=idx.shape[0] * n_groups).reshape(idx.shape[0], n_groups)
+    midranks = np.cumsum(counts, axis=1) - (counts - 1) / 2
+    return np.take_along_axis(midranks, picked, axis=1)
 
 
 @dataclass(frozen=True)

@@ -67,3 +67,14 @@ def test_rung_fidelity_agreement_and_the_successive_halving_cut():
 def test_tokens_text():
     assert tokens_text(204_800) == "205k" and tokens_text(614_400) == "614k" and tokens_text(1_228_800) == "1.23M"
     assert tokens_text(512) == "512"
+
+
+def test_resample_ranks_are_scipy_midranks_with_ties():
+    import numpy as np
+
+    from search.stats import resample_ranks
+
+    rng = np.random.default_rng(0)
+    v = rng.integers(0, 5, size=40).astype(float)  # many ties, and more inside each resample
+    idx = rng.integers(0, 40, size=(60, 40))
+    assert np.array_equal(resample_ranks(v, idx), sps.rankdata(v[idx], axis=1))
