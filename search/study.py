@@ -157,15 +157,18 @@ class GapReport:
     selected_from: int | None = None
 
     def text(self, next_step: str = "") -> str:
+        """The confirmed gap first when there is one, then the search-seed value it was selected on."""
+        def said(gap: PairedGap) -> str:
+            return gap.text(next_step) + (f" {gap.verdict}" if gap.low is not None else "")
+
         if self.confirmed is not None:
             search = f"; search seed {self.search.mean:+.4f}" if self.search else ""
             picked = f", selected as best of {self.selected_from} schedules" if self.selected_from else ""
-            return f"confirmed {self.confirmed.text()} {self.confirmed.verdict}{search}{picked}"
+            return f"confirmed {said(self.confirmed)}{search}{picked}"
         if self.search is None:
             return "n/a"
-        verdict = f" {self.search.verdict}" if self.search.low is not None else ""
         picked = f", selected as best of {self.selected_from} schedules (not confirmed)" if self.selected_from else ""
-        return f"{self.search.text(next_step)}{verdict}{picked}"
+        return f"{said(self.search)}{picked}"
 
 
 @dataclass

@@ -138,3 +138,14 @@ def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config,
         add(study, "4x3", seed, 1.49, role="confirm")
     cli._print_summary(study, 12.0)
     assert "confirm the best on fresh seeds" not in capsys.readouterr().out
+
+
+def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_config):
+    study = make_study(tiny_config)
+    searched(study)
+    for seed in (1000, 1001):
+        add(study, UNIFORM, seed, 1.50, role="confirm")
+        add(study, "4x3", seed, 1.48 + 0.01 * (seed - 1000), role="confirm")
+    assert summarize(study).gap_text() == (
+        "confirmed -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`); "
+        "search seed -0.0500, selected as best of 4 schedules")
