@@ -89,8 +89,10 @@ class StudyView:
 
     def baseline_for(self, row: TrialRow) -> TrialRow | None:
         """The uniform run at this trial's seed (any role, e.g. a confirmation run), else the study's baseline."""
-        uniform = self.summary.baseline_schedule if self.summary else None
-        same_seed = (r for r in self.rows if r.state == "COMPLETE" and r.schedule == uniform and r.seed == row.seed and r.curve)
+        if self.summary is None:  # a plain Optuna study: no uniform baseline
+            return None
+        uniform = self.summary.baseline_schedule
+        same_seed = (r for r in self.rows if r.state == "COMPLETE" and r.schedule == uniform and r.seed == row.seed)
         return next(same_seed, self.baseline)
 
     @property

@@ -91,3 +91,15 @@ def test_too_few_complete_curves_and_single_objective_titles(memory_study, tiny_
     html = study_page(view, tiny_config.storage, live=False)
     assert "Rung fidelity: not enough complete trials (needs 4 with a full learning curve)" in html
     assert figs.pareto_title(study_view(memory_study)) == "Val loss × throughput"
+
+
+def test_a_confirmation_run_is_compared_with_uniform_at_its_own_seed_and_a_plain_study_has_no_gap(confirmed, tiny_config):
+    view = study_view(confirmed)
+    run = next(r for r in view.rows if r.role == "confirm" and r.schedule == "4x3" and r.seed == 1001)
+    html = trial_page(view, run, tiny_config.storage)
+    assert "-0.0200 at the full budget" in html and "(seed 1001)" in html  # 1.58 - 1.60, not 1.58 - 2.05 (seed 0)
+    plain = optuna.create_study()
+    plain.optimize(lambda t: t.suggest_float("x", -1, 1) ** 2, n_trials=2)
+    plain_view = study_view(plain)
+    assert plain_view.baseline_for(plain_view.row(1)) is None
+    assert 'id="gap"' not in trial_page(plain_view, plain_view.row(1), "memory")
