@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
+from scipy.special import stdtr, stdtrit  # Student t CDF and inverse: what scipy.stats.t uses, at a third of its import time
 
 LEVEL = 0.95
 MIN_PAIRS = 3  # below this the t interval (1 df: t = 12.7) is no measurement of noise
@@ -52,11 +52,11 @@ def paired_gap(diffs: list[float]) -> PairedGap | None:
     if n < MIN_PAIRS:
         return PairedGap(n, mean, None, None, None, "noise not measured")
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = sps.t.ppf(0.5 + LEVEL / 2, n - 1) * sd / math.sqrt(n)
+    half = float(stdtrit(n - 1, 0.5 + LEVEL / 2)) * sd / math.sqrt(n)
     if sd == 0:  # identical differences: no spread to test against
         p = 1.0 if mean == 0 else 0.0
     else:
-        p = float(2 * sps.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+        p = float(2 * stdtr(n - 1, -abs(mean) / (sd / math.sqrt(n))))
     low, high = mean - half, mean + half
     verdict = "better" if high < 0 else "worse" if low > 0 else "inside the noise"
     return PairedGap(n, mean, low, high, p, verdict)
@@ -76,15 +76,21 @@ def spearman_ci(x: list[float], y: list[float], n_boot: int = 2000, seed: int = 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) != len(y) or len(x) < 3:
         raise ValueError(f"spearman_ci needs two equally long samples of at least 3 values, got {len(x)} and {len(y)}")
-    rho = float(sps.spearmanr(x, y).statistic)
+    whole = np.arange(len(x))[None, :]
+    rho = float(_rank_pearson(resample_ranks(x, whole), resample_ranks(y, whole))[0])
     idx = np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))
-    rx, ry = resample_ranks(x, idx), resample_ranks(y, idx)
-    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
-    denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
-    ok = denom > 0
-    boot = (rx * ry).sum(axis=1)[ok] / denom[ok]
+    boot = _rank_pearson(resample_ranks(x, idx), resample_ranks(y, idx))
+    boot = boot[~np.isnan(boot)]
     low, high = np.percentile(boot, [50 * (1 - LEVEL), 50 * (1 + LEVEL)]) if boot.size else (math.nan, math.nan)
     return RankCorrelation(len(x), rho, float(low), float(high))
+
+
+def _rank_pearson(rx: np.ndarray, ry: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each row pair of ranks (= Spearman's rho); NaN where one row is constant."""
+    rx, ry = rx - rx.mean(axis=1, keepdims=True), ry - ry.mean(axis=1, keepdims=True)
+    denom = np.sqrt((rx**2).sum(axis=1) * (ry**2).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, (rx * ry).sum(axis=1) / denom, np.nan)
 
 
 def resample_ranks(v: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -47,6 +47,8 @@ def test_spearman_matches_scipy_and_is_deterministic_per_seed():
     assert r.rho == pytest.approx(1 - 60 / 990) == pytest.approx(sps.spearmanr(x, y).statistic)
     assert r.low < r.rho <= r.high <= 1.0
     assert spearman_ci(x, y, n_boot=1000, seed=3) == r and spearman_ci(x, y, n_boot=1000, seed=4) != r
+    tied_x, tied_y = [1, 1, 2, 3, 3, 3, 4, 5], [2, 1, 1, 4, 3, 3, 5, 5]  # midranks, as scipy ranks ties
+    assert spearman_ci(tied_x, tied_y, n_boot=100).rho == pytest.approx(sps.spearmanr(tied_x, tied_y).statistic)
     with pytest.raises(ValueError):
         spearman_ci([1, 2], [1, 2])
 
