@@ -99,6 +99,9 @@ def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, finge
 
 
 def _print_summary(study, wall_s: float | None) -> None:
+    """The study table, its confirmation table and rung-fidelity warnings; after a run (`wall_s` given) it names
+    the `confirm` command while the best is selected on the search seed only."""
+    from search.stats import MIN_CURVES, tokens_text
     from search.study import summarize
 
     s = summarize(study)
@@ -108,16 +111,38 @@ def _print_summary(study, wall_s: float | None) -> None:
     table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
     table.add_row("uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule)
     table.add_row("gap to uniform", s.gap_text())
+    if s.uniform_noise_floor is not None:
+        table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:
-        table.add_row(f"reference {ref['name']}", f"{ref['schedule']}: {ref['val_loss']:.4f}, gap {s.gap_text(ref['gap'])}")
+        table.add_row(f"reference {ref['name']}", f"{ref['schedule']}: {ref['val_loss']:.4f}, gap {ref['gap'].text()}")
     for point in s.pareto:
         table.add_row("pareto", ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in point.items()))
     if s.infeasible or s.duplicates:
         table.add_row("infeasible / duplicates", f"{s.infeasible} below min_throughput_ratio / {s.duplicates} served from cache")
-    for row in s.confirmation:
-        table.add_row(f"confirmed {row['schedule']}", _confirmation_text(row))
+    if s.fidelity is None:
+        table.add_row("rung fidelity", f"not enough complete trials (needs {MIN_CURVES} with a full learning curve)")
+    for rung in s.fidelity or []:
+        table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung.text())
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
+    if wall_s is not None and s.best_schedule is not None and not s.confirmed:
+        table.add_row("next", f"confirm the best on fresh seeds: {s.confirm_command}")
+    console.print(table)
+    if s.confirmation:
+        _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")
+    for warning in s.fidelity_warnings():
+        err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+
+
+def _print_confirmation(rows: list[dict], title: str) -> None:
+    table = Table(title=title)
+    for col in ("schedule", "seeds", "val loss (mean ± sd)", "gap to uniform (paired, 95% t interval)", "verdict"):
+        table.add_column(col)
+    for row in rows:
+        loss = "-" if row["val_loss_mean"] is None else f"{row['val_loss_mean']:.4f}" + (
+            f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else "")
+        gap = row["gap"]
+        table.add_row(row["schedule"], str(row["seeds"]), loss, gap.text() if gap else "(uniform)", gap.verdict if gap else "")
     console.print(table)
 
 
@@ -173,7 +198,7 @@ def status(
     storage: Optional[str] = StorageOpt,
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
-    """Trials by state, best schedule, its val loss and the gap to the uniform baseline."""
+    """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
     import optuna
 
     from search.study import load_study, summarize
@@ -188,14 +213,6 @@ def status(
         console.print(f"no studies in {mask_url(storage or DEFAULT_STORAGE)}")
     for study in studies:
         _print_summary(study, None)
-
-
-def _confirmation_text(row: dict) -> str:
-    if row["val_loss_mean"] is None:
-        return "no finished seed"
-    spread = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""
-    gap = f", gap {row['gap_mean']:+.4f}" + (f" ± {row['gap_std']:.4f}" if row["gap_std"] is not None else "") if row["gap_mean"] is not None else ""
-    return f"{row['val_loss_mean']:.4f}{spread} over {row['seeds']} seeds{gap}"
 
 
 @app.command()
@@ -233,7 +250,7 @@ def confirm(
     workers: Optional[int] = WorkersOpt,
     address: Optional[str] = AddressOpt,
 ) -> None:
-    """Re-train the top schedules and the uniform baseline with fresh seeds; store and print mean ± std."""
+    """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
     from search.confirm import run_confirmation, top_schedules
     from search.progress import Progress
     from search.runner.driver import connect_ray
@@ -253,13 +270,7 @@ def confirm(
         rows = run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
     finally:
         progress.close()
-    table = Table(title=f"confirmation of {name} ({seeds} fresh seeds)")
-    for col in ("schedule", "val loss", "gap to uniform (paired)"):
-        table.add_column(col)
-    for row in rows:
-        gap = f"{row['gap_mean']:+.4f} ± {row['gap_std']:.4f}" if row["gap_std"] is not None else "-"
-        table.add_row(row["schedule"], f"{row['val_loss_mean']:.4f} ± {row['val_loss_std']:.4f}", gap)
-    console.print(table)
+    _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
 
 @app.command()

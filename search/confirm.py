@@ -2,20 +2,19 @@
 
 Confirmation seeds are fixed (study seed + 1000 + k), never used by the search, so re-running `confirm` reuses every
 run already done (the duplicate cache) and adding seeds only trains the new ones. Each schedule's gap to uniform is
-paired per seed (same initial weights, data order and validation batches) and reported as mean ± std.
+paired per seed (same initial weights, data order and validation batches) and reported with a t interval on the
+confirmation seeds only (`search.study.confirmation_rows`).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 
 import optuna
-from optuna.trial import TrialState
 
 from prism import Schedule
 from search.config import PrismSearchError, StudyConfig
-from search.study import ATTR_CONFIRMATION, enqueue, family_for, ranked, stored_config, val_loss
+from search.study import ATTR_CONFIRMATION, confirmation_rows, enqueue, family_for, ranked, stored_config
 
 CONFIRM_SEED_OFFSET = 1000
 
@@ -49,28 +48,10 @@ def plan(study: optuna.Study, top: int, seeds: int) -> int:
 
 
 def collect(study: optuna.Study) -> list[dict]:
-    """Mean ± std of each confirmed schedule's val loss and of its per-seed gap to uniform; stored on the study."""
-    config = stored_config(study)
-    planned = json.loads(study.user_attrs[ATTR_CONFIRMATION + ".plan"])
-    seeds = confirm_seeds(config, planned["seeds"])
-    runs: dict[tuple[str, int], float] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.user_attrs.get("role") == "confirm" and t.user_attrs.get("seed") in seeds:
-            runs[(t.user_attrs["schedule"], t.user_attrs["seed"])] = val_loss(t)
-    baseline = planned["schedules"][0]
-    rows = []
-    for schedule in planned["schedules"]:
-        values = [runs[(schedule, s)] for s in seeds if (schedule, s) in runs]
-        gaps = [runs[(schedule, s)] - runs[(baseline, s)] for s in seeds if (schedule, s) in runs and (baseline, s) in runs]
-        rows.append({
-            "schedule": schedule, "seeds": len(values),
-            "val_loss_mean": statistics.fmean(values) if values else None,
-            "val_loss_std": statistics.stdev(values) if len(values) >= 2 else None,
-            "gap_mean": statistics.fmean(gaps) if gaps else None,
-            "gap_std": statistics.stdev(gaps) if len(gaps) >= 2 else None,
-        })
-    study.set_user_attr(ATTR_CONFIRMATION, json.dumps(rows))
-    return rows
+    """The confirmation rows of the schedules the last `confirm` planned: val loss mean ± sd, paired gap to uniform."""
+    planned = json.loads(study.user_attrs[ATTR_CONFIRMATION + ".plan"])["schedules"]
+    rows = confirmation_rows(study.get_trials(deepcopy=False), planned[0])
+    return [r for r in rows if r["schedule"] in planned]
 
 
 def run_confirmation(study: optuna.Study, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None) -> list[dict]:

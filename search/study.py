@@ -3,7 +3,8 @@
 A study stores its full validated config and its corpus fingerprint as study user attrs, so `resume NAME`
 needs no TOML and refuses a corpus that changed. The uniform baseline is enqueued first, once per
 `baseline_seeds`; the first baseline uses the study seed like every search trial, so its gap to any schedule
-is a paired comparison, and the spread across baseline seeds is the study's noise floor.
+is a paired comparison. A gap is the mean of such per-seed differences with a t interval (search.stats); the best
+of N is selected on the search seed, so only its gap on fresh confirmation seeds is free of that selection.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 import optuna
 from optuna.study import StudyDirection
@@ -25,10 +27,11 @@ from search.constraints import is_feasible
 from search.early_stopping import budget_tokens
 from search.families import ScheduleFamily, make_family
 from search.references import Reference, parse_reference
+from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
 
 ATTR_CONFIG = "prism.config"
 ATTR_FINGERPRINT = "prism.corpus_fingerprint"
-ATTR_CONFIRMATION = "prism.confirmation"
+ATTR_CONFIRMATION = "prism.confirmation"  # + ".plan": the schedules and seed count `confirm` queued
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -144,6 +147,30 @@ def corpus_fingerprint(config: StudyConfig) -> str:
     return corpus.fingerprint
 
 
+@dataclass(frozen=True)
+class GapReport:
+    """A schedule's paired gap to uniform: on the seeds the search used, and on confirmation seeds once confirmed.
+    `selected_from` is N when this schedule was picked as the best of N on the search seed (winner's curse)."""
+
+    search: PairedGap | None
+    confirmed: PairedGap | None = None
+    selected_from: int | None = None
+
+    def text(self, next_step: str = "") -> str:
+        """The confirmed gap first when there is one, then the search-seed value it was selected on."""
+        def said(gap: PairedGap) -> str:
+            return gap.text(next_step) + (f" {gap.verdict}" if gap.low is not None else "")
+
+        if self.confirmed is not None:
+            search = f"; search seed {self.search.mean:+.4f}" if self.search else ""
+            picked = f", selected as best of {self.selected_from} schedules" if self.selected_from else ""
+            return f"confirmed {said(self.confirmed)}{search}{picked}"
+        if self.search is None:
+            return "n/a"
+        picked = f", selected as best of {self.selected_from} schedules (not confirmed)" if self.selected_from else ""
+        return f"{said(self.search)}{picked}"
+
+
 @dataclass
 class Summary:
     name: str
@@ -153,30 +180,33 @@ class Summary:
     best_number: int | None
     baseline_schedule: str
     baseline_value: float | None  # paired baseline: same seed as every search trial
-    noise_sd: float | None  # std of the baseline's val loss across seeds
-    gap: float | None  # best - baseline (negative = better than uniform)
-    gap_sigma: float | None  # gap in units of the difference's noise, sqrt(2) * noise_sd
+    best_gap: GapReport | None  # the best's paired gap to uniform (negative = better than uniform)
     n_trials: int
+    uniform_noise_floor: float | None = None  # sd of uniform's val loss across baseline seeds, not a gap's noise
     objectives: list[str] = field(default_factory=lambda: ["val_loss"])
-    references: list[dict] = field(default_factory=list)  # name, schedule, val_loss, gap (paired)
+    references: list[dict] = field(default_factory=list)  # name, schedule, val_loss, gap (GapReport)
     pareto: list[dict] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
     infeasible: int = 0  # finished trials below search.min_throughput_ratio
     duplicates: int = 0  # trials served by the duplicate cache
-    confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: mean ± std per schedule
+    confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
+    fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"gap_text": self.gap_text(), "fidelity_warnings": self.fidelity_warnings()}
 
-    def gap_text(self, gap: float | None = None) -> str:
-        gap = self.gap if gap is None else gap
-        if gap is None:
-            return "n/a"
-        if self.noise_sd is None:
-            return f"{gap:+.4f} (noise unknown: needs >= 2 finished baseline seeds)"
-        sd = math.sqrt(2) * self.noise_sd
-        sigma = gap / sd if sd else math.inf * (gap or 1)
-        verdict = "" if abs(sigma) >= 2 else ", inside the noise"
-        return f"{gap:+.4f} ± {sd:.4f} ({sigma:+.1f} σ{verdict})"
+    @property
+    def confirm_command(self) -> str:
+        return f"prism-search confirm {self.name} --top 1 --seeds 3"
+
+    def gap_text(self) -> str:
+        return self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
+
+    @property
+    def confirmed(self) -> bool:
+        return self.best_gap is not None and self.best_gap.confirmed is not None
+
+    def fidelity_warnings(self) -> list[str]:
+        return [w for r in self.fidelity or [] if (w := r.warning())]
 
 
 def val_loss(trial: FrozenTrial) -> float:
@@ -186,10 +216,13 @@ def val_loss(trial: FrozenTrial) -> float:
 
 def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
-    Baseline repeats and confirmation runs at other seeds measure noise; they don't compete."""
+    Baseline repeats at other seeds and confirmation runs measure noise; they never compete."""
     config = config or stored_config(study)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    paired = [t for t in complete if t.user_attrs.get("seed", config.seed) == config.seed and is_feasible(t)]
+    paired = [
+        t for t in complete
+        if t.user_attrs.get("seed", config.seed) == config.seed and t.user_attrs.get("role") != "confirm" and is_feasible(t)
+    ]
     return sorted(paired, key=val_loss)
 
 
@@ -206,6 +239,76 @@ def pareto_front(trials: list[FrozenTrial], directions: list[StudyDirection]) ->
     return sorted(unique.values(), key=lambda t: t.number)
 
 
+def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
+    """Val loss of each (schedule, seed) over COMPLETE trials of any role, counted once: a duplicate served by
+    the cache shares its original's values, and the same schedule at the same seed is the same run."""
+    return {
+        (t.user_attrs["schedule"], t.user_attrs["seed"]): val_loss(t)
+        for t in trials if t.state == TrialState.COMPLETE and t.values and "schedule" in t.user_attrs and "seed" in t.user_attrs
+    }
+
+
+def paired_diffs(runs: dict[tuple[str, int], float], schedule: str, baseline: str, seeds) -> list[float]:
+    """schedule - uniform at every seed of `seeds` where both ran."""
+    return [runs[(schedule, s)] - runs[(baseline, s)] for s in sorted(seeds) if (schedule, s) in runs and (baseline, s) in runs]
+
+
+def confirm_seeds_run(trials: list[FrozenTrial]) -> set[int]:
+    """Seeds of finished confirmation runs: never a search seed, so a gap on them is free of the selection."""
+    return {t.user_attrs["seed"] for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("role") == "confirm"}
+
+
+def gap_report(runs: dict, schedule: str, baseline: str, confirm_seeds: set[int], selected_from: int | None = None) -> GapReport:
+    search_seeds = {seed for _, seed in runs} - confirm_seeds
+    return GapReport(
+        search=paired_gap(paired_diffs(runs, schedule, baseline, search_seeds)),
+        confirmed=paired_gap(paired_diffs(runs, schedule, baseline, confirm_seeds)),
+        selected_from=selected_from,
+    )
+
+
+def confirmation_rows(trials: list[FrozenTrial], baseline: str) -> list[dict]:
+    """One row per confirmed schedule (uniform first, then by mean val loss): its val loss over the confirmation
+    seeds (mean, sd) and its paired gap to uniform on those seeds only."""
+    runs = paired_runs(trials)
+    seeds = confirm_seeds_run(trials)
+    schedules = {t.user_attrs["schedule"] for t in trials if t.user_attrs.get("role") == "confirm" and "schedule" in t.user_attrs}
+    rows = []
+    for schedule in schedules:
+        values = [runs[(schedule, s)] for s in sorted(seeds) if (schedule, s) in runs]
+        rows.append({
+            "schedule": schedule, "seeds": len(values),
+            "val_loss_mean": statistics.fmean(values) if values else None,
+            "val_loss_std": statistics.stdev(values) if len(values) >= 2 else None,
+            "gap": paired_gap(paired_diffs(runs, schedule, baseline, seeds)) if schedule != baseline else None,
+        })
+    return sorted(rows, key=lambda r: (r["schedule"] != baseline, r["val_loss_mean"] if r["val_loss_mean"] is not None else math.inf))
+
+
+def full_curves(trials: list[FrozenTrial]) -> tuple[tuple[tuple[tuple[int, float], ...], ...], tuple[float, ...]]:
+    """Learning curves (tokens -> val loss) and final val losses of the COMPLETE, trained (not cache-served)
+    trials whose curve reaches the longest budget any of them reached."""
+    done = []
+    for t in trials:
+        if t.state != TrialState.COMPLETE or not t.values or DUPLICATE_ATTR in t.user_attrs:
+            continue
+        curve = {int(k): float(v) for k, v in t.intermediate_values.items()} or {int(a): float(b) for a, b in t.user_attrs.get("curve", [])}
+        if curve:
+            done.append((tuple(sorted(curve.items())), val_loss(t)))
+    last = max((c[-1][0] for c, _ in done), default=0)
+    full = [(c, f) for c, f in done if c[-1][0] == last]
+    return tuple(c for c, _ in full), tuple(f for _, f in full)
+
+
+@lru_cache(maxsize=32)
+def fidelity(curves: tuple, finals: tuple[float, ...], reduction_factor: int) -> list[RungAgreement] | None:
+    """Cached on the curves themselves: a dashboard refresh bootstraps again only after a trial completes. Large
+    studies get fewer resamples (1,000 up to 1,000 trials, 200 from 5,000): their intervals are narrow anyway,
+    and the work stays about 10^6 ranks per evaluation point."""
+    n_boot = max(200, min(1000, 1_000_000 // max(1, len(finals))))
+    return rung_fidelity([dict(c) for c in curves], list(finals), reduction_factor, n_boot=n_boot, seed=0)
+
+
 def summarize(study: optuna.Study) -> Summary:
     config = stored_config(study)
     trials = study.get_trials(deepcopy=False)
@@ -213,20 +316,21 @@ def summarize(study: optuna.Study) -> Summary:
     for t in trials:
         counts[t.state.name] += 1
     complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
-    best: FrozenTrial | None = next(iter(ranked(study, config)), None)
-    baselines = [t for t in complete if t.user_attrs.get("role") == "baseline"]
-    paired = next((val_loss(t) for t in baselines if t.user_attrs.get("seed") == config.seed), None)
-    noise = statistics.stdev([val_loss(t) for t in baselines]) if len(baselines) >= 2 else None
-    gap = val_loss(best) - paired if best is not None and paired is not None else None
-    sigma = gap / (math.sqrt(2) * noise) if gap is not None and noise else None
+    competing = ranked(study, config)
+    best: FrozenTrial | None = next(iter(competing), None)
+    baseline = str(config.baseline)
+    runs = paired_runs(trials)
+    confirm_seeds = confirm_seeds_run(trials)
+    baselines = [val_loss(t) for t in complete if t.user_attrs.get("role") == "baseline"]
+    n_schedules = len({t.user_attrs.get("schedule") for t in competing})
     references = [
         {"name": t.user_attrs.get("reference", t.user_attrs["schedule"]), "schedule": t.user_attrs["schedule"],
-         "val_loss": val_loss(t), "gap": val_loss(t) - paired if paired is not None else None}
+         "val_loss": val_loss(t), "gap": gap_report(runs, t.user_attrs["schedule"], baseline, confirm_seeds)}
         for t in complete if t.user_attrs.get("role") == "reference"
     ]
     pareto = [
         {"number": t.number, "schedule": t.user_attrs.get("schedule"), **dict(zip(config.search.objectives, t.values))}
-        for t in (pareto_front(ranked(study, config), study.directions) if len(config.search.objectives) > 1 else [])
+        for t in (pareto_front(competing, study.directions) if len(config.search.objectives) > 1 else [])
     ]
     return Summary(
         name=study.study_name,
@@ -234,16 +338,16 @@ def summarize(study: optuna.Study) -> Summary:
         best_schedule=best.user_attrs.get("schedule") if best else None,
         best_value=val_loss(best) if best else None,
         best_number=best.number if best else None,
-        baseline_schedule=str(config.baseline),
-        baseline_value=paired,
-        noise_sd=noise,
-        gap=gap,
-        gap_sigma=sigma,
+        baseline_schedule=baseline,
+        baseline_value=runs.get((baseline, config.seed)),
+        best_gap=gap_report(runs, best.user_attrs["schedule"], baseline, confirm_seeds, n_schedules) if best else None,
         n_trials=config.n_trials,
+        uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,
         objectives=list(config.search.objectives),
         references=sorted(references, key=lambda r: r["val_loss"]),
         pareto=sorted(pareto, key=lambda p: p["val_loss"]),
         infeasible=sum(not is_feasible(t) for t in trials if t.state in FINISHED),
         duplicates=sum(DUPLICATE_ATTR in t.user_attrs for t in trials if t.state in FINISHED),
-        confirmation=json.loads(study.user_attrs.get(ATTR_CONFIRMATION, "[]")),
+        confirmation=confirmation_rows(trials, baseline),
+        fidelity=fidelity(*full_curves(trials), config.search.reduction_factor),
     )

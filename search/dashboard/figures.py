@@ -12,6 +12,7 @@ import math
 from datetime import datetime
 
 from search.dashboard.views import MIN_TRIALS_FOR_IMPORTANCE, StudyView, TrialRow, layer_importance, pareto_front
+from search.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
 
 ROLE_STYLE = {  # marker symbol, colour, size
     "baseline": ("star", "#111111", 14),
@@ -71,13 +72,13 @@ def _by_role(rows: list[TrialRow], x, y) -> list[dict]:
 
 
 def _complete(view: StudyView) -> list[TrialRow]:
-    return [r for r in view.rows if r.state == "COMPLETE" and r.val_loss is not None]
+    return view.searched
 
 
 # -- study figures --------------------------------------------------------------------------------------
 
 def history(view: StudyView) -> Figure | None:
-    """Val loss of every completed trial by trial number, with the best so far."""
+    """Val loss of every completed search trial by trial number, with the best so far (confirmation runs left out)."""
     done = _complete(view)
     if not done:
         return None
@@ -92,18 +93,44 @@ def history(view: StudyView) -> Figure | None:
 
 
 def pareto(view: StudyView) -> Figure | None:
-    """Val loss against training throughput; the front is what a user picks from."""
+    """Val loss against training throughput; in a two-objective study the front is what a user picks from, in a
+    single-objective one the same line only shows the trade-off (throughput was not optimised)."""
     done = [r for r in _complete(view) if r.tokens_per_s is not None]
     if len(done) < 2:
         return None
     fig = Figure(_by_role(done, lambda r: r.tokens_per_s, lambda r: r.val_loss))
+    title = pareto_title(view)
     front = sorted((done[i] for i in pareto_front([(r.val_loss, r.tokens_per_s) for r in done])), key=lambda r: r.tokens_per_s)
     fig.add_trace(dict(type="scatter", 
-        x=[r.tokens_per_s for r in front], y=[r.val_loss for r in front], mode="lines+markers", name="Pareto front",
+        x=[r.tokens_per_s for r in front], y=[r.val_loss for r in front], mode="lines+markers",
+        name="Pareto front" if title.startswith("Pareto") else "non-dominated (throughput not optimised)",
         line=dict(color="#c44e52", dash="dot"), marker=dict(size=5, color="#c44e52"),
         customdata=[r.number for r in front], text=[_label(r) for r in front], hoverinfo="text",
     ))
-    return _layout(fig, "Pareto front: val loss × throughput", "training tokens/s (higher is better)", "val loss (lower is better)")
+    return _layout(fig, f"{title}: val loss × throughput", "training tokens/s (higher is better)", "val loss (lower is better)")
+
+
+def pareto_title(view: StudyView) -> str:
+    return "Pareto front" if "tokens_per_s" in view.metric_names else "Val loss × throughput"
+
+
+def fidelity(view: StudyView) -> Figure | None:
+    """Rank agreement (Spearman rho, 95% bootstrap interval) of the val loss at each evaluation with the final val
+    loss; red where pruning there is unreliable (interval below 0.5 or the eventual best cut)."""
+    rungs = view.summary.fidelity if view.summary else None
+    if not rungs:
+        return None
+    fig = Figure(dict(type="scatter",
+        x=[r.tokens for r in rungs], y=[r.rank.rho for r in rungs], mode="lines+markers", name="Spearman rho",
+        error_y=dict(type="data", symmetric=False, array=[r.rank.high - r.rank.rho for r in rungs],
+                     arrayminus=[r.rank.rho - r.rank.low for r in rungs], color="#555555"),
+        marker=dict(size=9, color=["#3b6fb6" if r.reliable else "#c44e52" for r in rungs]), line=dict(color="#3b6fb6"),
+        text=[f"{tokens_text(r.tokens)} tokens: {r.text()}" for r in rungs], hoverinfo="text",
+    ))
+    fig.add_trace(dict(type="scatter", x=[rungs[0].tokens, rungs[-1].tokens], y=[RELIABLE_RHO] * 2, mode="lines",
+                       name=f"rho {RELIABLE_RHO}: below it a rung ranks unlike the final loss", line=dict(color="#c44e52", dash="dot")))
+    fig.update_yaxes(range=[-1.05, 1.05])
+    return _layout(fig, "Rung fidelity: does an early val loss rank trials like the final one?", "training tokens", "Spearman rho with final val loss")
 
 
 def importance(view: StudyView) -> Figure | None:
@@ -211,6 +238,7 @@ def study_figures(view: StudyView) -> list[tuple[str, Figure | None, str]]:
         ("importance", importance(view), importance_note),
         ("heatmap", heatmap(view), "no completed trials with a schedule yet"),
         ("curves", curves(view), "no learning curves reported yet"),
+        ("fidelity", fidelity(view), f"not enough complete trials (needs {MIN_CURVES} with a full learning curve)"),
         ("timeline", timeline(view), "no trial has started yet"),
     ]
 

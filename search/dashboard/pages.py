@@ -6,7 +6,6 @@ so the study page served live and the offline report are the same template with 
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timezone
 from functools import lru_cache
 from urllib.parse import quote
@@ -15,13 +14,14 @@ import jinja2
 import plotly.offline
 
 from search.dashboard import figures as figs
-from search.dashboard.views import StudyView, TrialRow
+from search.dashboard.views import StudyView, TrialRow, same_budget_gap
+from search.stats import tokens_text
 
 REFRESH_MS = 5000
 _TITLES = {
     "history": "Optimisation history", "pareto": "Pareto front", "importance": "Per-layer importance",
     "heatmap": "Schedule heatmap", "curves": "Learning curves", "timeline": "Worker timeline",
-    "schedule": "Schedule", "curve": "Learning curve",
+    "schedule": "Schedule", "curve": "Learning curve", "fidelity": "Rung fidelity",
 }
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("search.dashboard", "templates"), autoescape=True)
@@ -33,9 +33,9 @@ def plotly_js() -> str:
     return plotly.offline.get_plotlyjs()
 
 
-def _figure(fig_id: str, fig: figs.Figure | None, note: str = "") -> dict:
+def _figure(fig_id: str, fig: figs.Figure | None, note: str = "", title: str | None = None) -> dict:
     json = fig.to_json().replace("</", "<\\/") if fig is not None else None  # never close the <script> early
-    return {"id": fig_id, "json": json, "note": note, "title": _TITLES.get(fig_id, fig_id)}
+    return {"id": fig_id, "json": json, "note": note, "title": title or _TITLES.get(fig_id, fig_id)}
 
 
 def _common(storage: str, root: str, live: bool, stamp: str | None, stamp_query: str = "", trial_base: str = "") -> dict:
@@ -59,25 +59,25 @@ def studies_page(views: list[StudyView], storage: str, root: str = "/") -> str:
 
 def study_page(view: StudyView, storage: str, root: str = "/", live: bool = True) -> str:
     """The study page; `live=False` makes the offline report: plotly inlined, no links to a server, no polling."""
-    ranked = sorted((r for r in view.rows if r.state == "COMPLETE" and r.val_loss is not None), key=lambda r: r.val_loss)
+    ranked = sorted(view.searched, key=lambda r: r.val_loss)
     active = [r for r in view.rows if r.state in ("RUNNING", "FAIL")][-20:]
+    titles = {"pareto": figs.pareto_title(view)}
     return _env.get_template("study.html").render(
-        view=view, s=view.summary, best=ranked[:25], active=active, has_figures=True,
-        figures=[_figure(i, f, note) for i, f, note in figs.study_figures(view)],
+        view=view, s=view.summary, best=ranked[:25], active=active, has_figures=True, tokens_text=tokens_text,
+        figures=[_figure(i, f, note, titles.get(i)) for i, f, note in figs.study_figures(view)],
         **_common(storage, root, live, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
     )
 
 
 def trial_page(view: StudyView, row: TrialRow, storage: str, root: str = "/") -> str:
-    baseline = view.baseline
+    baseline = view.baseline_for(row)
     figures = [
         _figure("schedule", figs.schedule_diagram(row, baseline, view.config.model.d_model if view.config else None), "no schedule recorded"),
         _figure("curve", figs.trial_curve(row, baseline), "no evaluation reported yet"),
     ] + [_figure(i, f) for i, f in figs.audit_profiles(row, baseline)]
-    gap = row.val_loss - baseline.val_loss if baseline and row.val_loss is not None and baseline.val_loss is not None else None
-    noise = math.sqrt(2) * view.summary.noise_sd if view.summary and view.summary.noise_sd else None
     return _env.get_template("trial.html").render(
-        view=view, row=row, baseline=baseline, gap=gap, noise=noise, figures=figures, has_figures=True,
+        view=view, row=row, baseline=baseline, gap=same_budget_gap(row, baseline), tokens_text=tokens_text,
+        figures=figures, has_figures=True,
         **_common(storage, root, True, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
     )
 

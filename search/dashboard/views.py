@@ -87,6 +87,34 @@ class StudyView:
         candidates = [r for r in self.rows if r.role == "baseline" and r.state == "COMPLETE"]
         return next((r for r in candidates if r.seed == seed), candidates[0] if candidates else None)
 
+    def baseline_for(self, row: TrialRow) -> TrialRow | None:
+        """The uniform run at this trial's seed (any role, e.g. a confirmation run), else the study's baseline."""
+        if self.summary is None:  # a plain Optuna study: no uniform baseline
+            return None
+        uniform = self.summary.baseline_schedule
+        same_seed = (r for r in self.rows if r.state == "COMPLETE" and r.schedule == uniform and r.seed == row.seed)
+        return next(same_seed, self.baseline)
+
+    @property
+    def searched(self) -> list[TrialRow]:
+        """COMPLETE trials that compete for "best": confirmation runs re-measure chosen schedules, they never rank."""
+        return [r for r in self.rows if r.state == "COMPLETE" and r.val_loss is not None and r.role != "confirm"]
+
+
+def same_budget_gap(row: TrialRow, baseline: TrialRow | None) -> tuple[float, float | None] | None:
+    """(gap, tokens): this trial's val loss minus the baseline's at the same training tokens, for a trial stopped
+    early too (the baseline's own evaluation there, never its final loss). tokens None: both at the full budget
+    without a curve. None when the baseline has no evaluation at that token count."""
+    if baseline is None or row.val_loss is None or baseline.val_loss is None:
+        return None
+    if row.state == "COMPLETE" and baseline.state == "COMPLETE":
+        return row.val_loss - baseline.val_loss, row.curve[-1][0] if row.curve else None
+    if not row.curve:
+        return None
+    tokens, loss = row.curve[-1]
+    at = dict(baseline.curve).get(tokens)
+    return (loss - at, tokens) if at is not None else None
+
 
 def stamp(trials: list[FrozenTrial]) -> str:
     h = hashlib.blake2b(digest_size=8)

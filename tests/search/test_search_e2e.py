@@ -98,7 +98,7 @@ def _case_checks(name: str, config: StudyConfig, trials: list, study: optuna.Stu
         grid = [t.user_attrs["schedule"] for t in trials if t.user_attrs["role"] == "search"]
         assert grid == [str(s) for s in family_for(config).enumerate()]  # every schedule once, in order
         assert trials[2].user_attrs[DUPLICATE_ATTR] == 0  # the grid's 1x3 at seed 0 is the baseline's run
-        assert summary.noise_sd is not None and "σ" in summary.gap_text()
+        assert summary.uniform_noise_floor is not None and "selected as best of" in summary.gap_text()
     if name == "free-random-none":
         refs = {t.user_attrs["reference"]: t for t in trials if t.user_attrs["role"] == "reference"}
         assert set(refs) == {"twin", "paper-ramp"} and all(r.user_attrs[DUPLICATE_ATTR] == 0 for r in refs.values())

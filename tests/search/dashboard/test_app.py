@@ -30,7 +30,9 @@ def test_studies_list_links_every_study_with_its_summary(dash_url):
     assert status == "200 OK"
     for name in ("prism", "pareto", "plain"):
         assert f'href="/study/{name}"' in html
-    assert "gap to uniform" in html and "σ" in html  # prism study: gap with its seed noise
+    assert "gap to uniform" in html and "σ" not in html  # prism study: a paired gap, no normal-noise language
+    assert "n=1: noise not measured yet; run `prism-search confirm prism --top 1 --seeds 3`" in html
+    assert "selected as best of" in html  # the best of N on one seed, not confirmed
     assert "plain Optuna study" in html and 'class="badge running"' in html
     assert 'href="/study/pareto/trial/' in html  # the two-objective study: its best val_loss trial, linked
 
@@ -38,7 +40,7 @@ def test_studies_list_links_every_study_with_its_summary(dash_url):
 def test_study_page_has_every_figure_and_links_to_trials(dash_url):
     status, html = get(Dashboard(dash_url), "/study/prism")
     assert status == "200 OK"
-    assert figure_ids(html) == {"history", "pareto", "importance", "heatmap", "curves", "timeline"}
+    assert figure_ids(html) == {"history", "pareto", "importance", "heatmap", "curves", "fidelity", "timeline"}
     assert re.search(r'href="/study/prism/trial/\d+"', html) and "TrainingDiverged" in html
     assert 'src="/static/plotly.min.js"' in html and "cdn" not in html.lower()
 
@@ -175,5 +177,5 @@ def test_dashboard_reads_a_postgresql_study(postgres_url):
     status, html = get(app, "/")
     assert status == "200 OK" and 'href="/study/pg"' in html and postgres_url.rsplit("/", 1)[1] in html
     status, html = get(app, "/study/pg")
-    assert status == "200 OK" and {"history", "pareto", "heatmap", "curves", "timeline"} <= figure_ids(html)
+    assert status == "200 OK" and {"history", "pareto", "heatmap", "curves", "fidelity", "timeline"} <= figure_ids(html)
     assert get(app, "/study/pg/trial/2")[0] == "200 OK"

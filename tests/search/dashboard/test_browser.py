@@ -90,7 +90,7 @@ def test_every_page_loads_clean_and_draws_every_figure(tab, site, dash_url, tmp_
     audited = next(t.number for t in study.trials if "prism.audit" in t.user_attrs and t.user_attrs["role"] == "search")
     pruned = next(t.number for t in study.trials if t.state.name == "PRUNED")
     running = next(t.number for t in study.trials if t.state.name == "RUNNING")
-    study_figs = {"history", "pareto", "importance", "heatmap", "curves", "timeline"}
+    study_figs = {"history", "pareto", "importance", "heatmap", "curves", "fidelity", "timeline"}
     assert tab.open(f"{site}/", "studies") == []
     assert_drawn(tab.open(f"{site}/study/prism", "study-prism"), study_figs)
     assert_drawn(tab.open(f"{site}/study/pareto", "study-pareto"), study_figs - {"importance"})
@@ -169,7 +169,7 @@ def test_report_opens_offline(browser, dash_url, tmp_path):
     page.goto(report.as_uri())
     page.wait_for_load_state("load")
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-    assert_drawn(page.evaluate(DRAWN), {"history", "pareto", "importance", "heatmap", "curves", "timeline"})
+    assert_drawn(page.evaluate(DRAWN), {"history", "pareto", "importance", "heatmap", "curves", "fidelity", "timeline"})
     assert outside == [] and errors == []
     page.close()
 
@@ -194,7 +194,7 @@ def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab
         driver.join(timeout=300)
         tab.page.reload()
         figures = tab.open(f"{base}/study/tiny", "real-after")
-        assert_drawn(figures, {"history", "pareto", "heatmap", "curves", "timeline"})  # importance needs >= 10 trials
+        assert_drawn(figures, {"history", "pareto", "heatmap", "curves", "fidelity", "timeline"})  # importance needs >= 10 trials
         assert tab.page.locator('[data-empty="importance"]').count() == 1
         assert tab.errors == []
     finally:

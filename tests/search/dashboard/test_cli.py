@@ -45,7 +45,7 @@ def test_report_writes_one_self_contained_file(dash_url, tmp_path, monkeypatch, 
     assert code == 0 and "wrote" in stdout, stderr
     html = out.read_text()
     assert "<script src=" not in html and "Plotly.newPlot" in html and "plotly.js v" in html  # plotly inlined
-    assert html.count('data-figure="fig-') == 6 and "gap to uniform" in html
+    assert html.count('data-figure="fig-') == 7 and "gap to uniform" in html
 
 
 @pytest.mark.parametrize("name, output, message", [

@@ -63,7 +63,7 @@ def _points(fig) -> int:
 def test_every_study_figure_has_data_and_is_valid_json(memory_study):
     view = study_view(memory_study)
     made = {fig_id: fig for fig_id, fig, _ in figs.study_figures(view)}
-    assert set(made) == {"history", "pareto", "importance", "heatmap", "curves", "timeline"}
+    assert set(made) == {"history", "pareto", "importance", "heatmap", "curves", "fidelity", "timeline"}
     for fig_id, fig in made.items():
         assert fig is not None and _points(fig) > 0, fig_id
         json.loads(fig.to_json())  # allow_nan=False: plotly.js's JSON.parse would reject NaN

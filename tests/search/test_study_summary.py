@@ -1,0 +1,151 @@
+"""summarize on constructed studies with known answers: paired gaps, the selected best before and after
+confirmation, references, the confirmation table and rung fidelity (real SQLite, trials through the Optuna API)."""
+
+import json
+
+import optuna
+import pytest
+from optuna.distributions import FloatDistribution
+
+from search.cache import DUPLICATE_ATTR
+from search.confirm import collect
+from search.study import ATTR_CONFIG, ATTR_CONFIRMATION, ranked, summarize
+
+UNIFORM = "1x3"  # studies/tiny.toml's baseline
+
+
+def make_study(tiny_config, name="known"):
+    study = optuna.create_study(study_name=name, storage=tiny_config.storage)
+    study.set_user_attr(ATTR_CONFIG, tiny_config.model_copy(update={"name": name}).model_dump_json())
+    return study
+
+
+def add(study, schedule, seed, loss, role="search", curve=None, **attrs):
+    study.add_trial(optuna.trial.create_trial(
+        value=loss, params={"x": 0.0}, distributions={"x": FloatDistribution(0, 1)},
+        user_attrs={"schedule": schedule, "seed": seed, "role": role, **attrs},
+        intermediate_values=curve or {},
+    ))
+
+
+def searched(study):
+    add(study, UNIFORM, 0, 2.05, role="baseline")
+    add(study, UNIFORM, 1, 2.08, role="baseline")
+    add(study, "4x3", 0, 2.00)  # the best on the search seed: gap -0.05 from one pair
+    add(study, "2x3", 0, 2.03)
+    add(study, "1x1,2x1,4x1", 0, 2.10, role="reference", reference="ramp")
+
+
+def test_the_best_is_one_pair_selected_from_n_until_confirmed(tiny_config):
+    study = make_study(tiny_config)
+    searched(study)
+    s = summarize(study)
+    assert s.best_schedule == "4x3" and s.baseline_value == 2.05  # of 4 schedules on seed 0: uniform, 2 searched, 1 reference
+    assert s.best_gap.search.n == 1 and s.best_gap.search.mean == pytest.approx(-0.05) and s.best_gap.confirmed is None
+    assert s.gap_text() == ("-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`), "
+                            "selected as best of 4 schedules (not confirmed)")
+    assert not s.confirmed and s.uniform_noise_floor == pytest.approx(0.03 / 2**0.5)
+    ref = s.references[0]
+    assert ref["name"] == "ramp" and ref["gap"].search.mean == pytest.approx(0.05) and ref["gap"].selected_from is None
+    assert "±" not in s.gap_text() and "σ" not in s.gap_text()
+
+
+def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_compete(tiny_config):
+    study = make_study(tiny_config)
+    searched(study)
+    study.set_user_attr(ATTR_CONFIRMATION + ".plan", '{"schedules": ["1x3", "4x3"], "seeds": 3}')
+    for seed, (base, best) in zip((1000, 1001, 1002), [(1.50, 1.49), (1.60, 1.58), (1.70, 1.67)]):
+        add(study, UNIFORM, seed, base, role="confirm")  # lower than any search loss: must not become "best"
+        add(study, "4x3", seed, best, role="confirm")
+    add(study, "4x3", 1000, 1.49, role="confirm", **{DUPLICATE_ATTR: 6})  # a cache hit: the same run, counted once
+    s = summarize(study)
+    assert s.best_schedule == "4x3" and s.best_number == 2 and all(t.user_attrs["role"] != "confirm" for t in ranked(study))
+    confirmed = s.best_gap.confirmed  # diffs -0.01, -0.02, -0.03: mean -0.02, t(0.975, 2) * 0.01 / sqrt(3) = 0.02484
+    assert confirmed.n == 3 and confirmed.mean == pytest.approx(-0.02)
+    assert confirmed.low == pytest.approx(-0.04484, abs=1e-5) and confirmed.high == pytest.approx(0.00484, abs=1e-5)
+    assert s.best_gap.search.n == 1 and s.best_gap.search.mean == pytest.approx(-0.05)  # the selection seed, apart
+    assert s.gap_text() == ("confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; "
+                            "search seed -0.0500, selected as best of 4 schedules")
+    rows = s.confirmation
+    assert [r["schedule"] for r in rows] == [UNIFORM, "4x3"] and [r["seeds"] for r in rows] == [3, 3]
+    assert rows[0]["gap"] is None and rows[1]["gap"] == confirmed
+    assert rows[1]["val_loss_mean"] == pytest.approx(1.58) and rows[1]["val_loss_std"] == pytest.approx(0.09)
+    assert collect(study) == rows
+    assert s.to_dict()["best_gap"]["confirmed"]["n"] == 3
+
+
+def test_rung_fidelity_from_the_study_s_own_curves(tiny_config):
+    study = make_study(tiny_config)  # tiny: reduction_factor 3 (the default)
+    finals = [2.0, 2.1, 2.2, 2.3, 2.4, 2.5]
+    for k, final in enumerate(finals):  # at 100 tokens ranks agree with the final; at 200 they are reversed
+        add(study, f"s{k}", 0, final, curve={100: final + 1, 200: 9 - final, 300: final})
+    add(study, "short", 0, 2.6, curve={100: 3.0})  # no full curve: left out
+    s = summarize(study)
+    early, late = s.fidelity
+    assert (early.tokens, early.rank.n, early.best_kept) == (100, 6, True) and early.rank.rho == pytest.approx(1.0)
+    assert (late.tokens, late.best_kept) == (200, False) and late.rank.rho == pytest.approx(-1.0)
+    assert s.fidelity_warnings() == [late.warning()] and "pruning at 200 tokens is unreliable" in late.warning()
+
+
+def test_fewer_than_four_complete_curves_say_so(tiny_config):
+    study = make_study(tiny_config)
+    searched(study)
+    assert summarize(study).fidelity is None and summarize(study).fidelity_warnings() == []
+
+
+def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_warning(tiny_config, monkeypatch):
+    from typer.testing import CliRunner
+
+    from search import cli
+
+    app = cli.app
+    monkeypatch.setattr(cli.console, "width", 250)  # one table row per line, as on a wide terminal
+
+    study = make_study(tiny_config)
+    searched(study)
+    for k, final in enumerate([2.0, 2.1, 2.2, 2.3, 2.4, 2.5]):
+        add(study, f"s{k}", 1, final, curve={100: final + 1, 200: 9 - final, 300: final})
+    for seed, (base, best) in zip((1000, 1001, 1002), [(1.50, 1.49), (1.60, 1.58), (1.70, 1.67)]):
+        add(study, UNIFORM, seed, base, role="confirm")
+        add(study, "4x3", seed, best, role="confirm")
+    url = ["--storage", tiny_config.storage]
+    out = CliRunner().invoke(app, ["status", "known", *url])
+    assert out.exit_code == 0, out.output
+    assert "confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; search seed -0.0500" in out.output
+    assert "confirmation of known" in out.output and "1.5800 ± 0.0900" in out.output
+    assert "fidelity at 200 tokens" in out.output and "warning: pruning at 200 tokens is unreliable" in out.output
+    assert "noise floor of uniform" in out.output and "σ" not in out.output
+    as_json = CliRunner().invoke(app, ["status", "known", *url, "--json"]).stdout
+    summary = json.loads(as_json[as_json.index("["):])[0]
+    assert summary["best_gap"]["confirmed"]["mean"] == pytest.approx(-0.02) and summary["confirmation"][1]["gap"]["n"] == 3
+    assert summary["fidelity"][1]["tokens"] == 200 and len(summary["fidelity_warnings"]) == 1
+    best = CliRunner().invoke(app, ["best", "known", *url]).stdout
+    assert best.startswith("4x3\tval_loss 2.0000\tgap to uniform confirmed -0.0200 [-0.0448, +0.0048]")
+
+
+def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config, monkeypatch, capsys):
+    from search import cli
+
+    monkeypatch.setattr(cli.console, "width", 250)
+    study = make_study(tiny_config)
+    searched(study)
+    cli._print_summary(study, 12.0)
+    assert "confirm the best on fresh seeds: prism-search confirm known --top 1 --seeds 3" in capsys.readouterr().out
+    cli._print_summary(study, None)  # `status`: the gap text names it already, no "next" row
+    assert "confirm the best on fresh seeds" not in capsys.readouterr().out
+    for seed in (1000, 1001, 1002):
+        add(study, UNIFORM, seed, 1.5, role="confirm")
+        add(study, "4x3", seed, 1.49, role="confirm")
+    cli._print_summary(study, 12.0)
+    assert "confirm the best on fresh seeds" not in capsys.readouterr().out
+
+
+def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_config):
+    study = make_study(tiny_config)
+    searched(study)
+    for seed in (1000, 1001):
+        add(study, UNIFORM, seed, 1.50, role="confirm")
+        add(study, "4x3", seed, 1.48 + 0.01 * (seed - 1000), role="confirm")
+    assert summarize(study).gap_text() == (
+        "confirmed -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`); "
+        "search seed -0.0500, selected as best of 4 schedules")
