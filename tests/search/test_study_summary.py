@@ -7,7 +7,7 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 
-from search.cache import DUPLICATE_ATTR
+from search.storage.records import DUPLICATE_ATTR
 from search.confirm import collect
 from search.study import ATTR_CONFIG, ATTR_CONFIRMATION, ranked, summarize
 
