@@ -18,7 +18,7 @@ import tomllib
 
 import numpy as np
 
-from prism import Corpus, ModelConfig, Schedule, Trainer, TrainConfig, allowed_head_counts, flops_per_token, param_count
+from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, flops_per_token, param_count
 
 PEAK_BF16_TFLOPS = 989.0  # dense bf16 Tensor-Core peak of an H100/H200 SXM (vendor figure)
 
@@ -45,9 +45,16 @@ def measure(cfg: ModelConfig, train: dict, schedule: Schedule, steps: int, warmu
     batch = train.get("batch_size", 16)
     ids = np.random.default_rng(0).integers(0, cfg.vocab_size, size=(steps + warmup + 4) * batch * (cfg.block_size + 1) * 2)
     corpus = Corpus("random", ids.astype(np.int64), cfg.vocab_size)
-    tcfg = TrainConfig(steps=steps + warmup + 1, batch_size=batch, lr=train.get("lr", 6e-4), warmup_steps=1,
-                       eval_batches=1, device="cuda", precision=train.get("precision", "auto"),
-                       compile=train.get("compile", False))
+    tcfg = TrainConfig(
+        steps=steps + warmup + 1,
+        batch_size=batch,
+        lr=train.get("lr", 6e-4),
+        warmup_steps=1,
+        eval_batches=1,
+        device="cuda",
+        precision=train.get("precision", "auto"),
+        compile=train.get("compile", False),
+    )
     trainer = Trainer(cfg, schedule, tcfg, corpus)
     trainer.train_steps(warmup)
     torch.cuda.synchronize()
@@ -71,8 +78,7 @@ def main() -> None:
     cfg, train, space = recipe(args.study)
     schedules = [Schedule.parse(s) for s in args.schedules.split(";")] if args.schedules else default_schedules(cfg, space)
     tokens = train.get("steps", 400) * train.get("batch_size", 16) * cfg.block_size
-    print(f"{args.study}: {cfg.n_layer} x {cfg.d_model}, T={cfg.block_size}, vocab {cfg.vocab_size}; "
-          f"{tokens / 1e6:.1f} M tokens per trial")
+    print(f"{args.study}: {cfg.n_layer} x {cfg.d_model}, T={cfg.block_size}, vocab {cfg.vocab_size}; {tokens / 1e6:.1f} M tokens per trial")
     print(f"{'schedule':<24} {'params':>12} {'GFLOP/token':>12} {'tokens/s':>12} {'MFU':>6} {'time/trial':>11}  source")
     for schedule in schedules:
         # prism's count (nanoGPT convention) leaves out the output projection; an MFU must count that matmul too
@@ -84,8 +90,10 @@ def main() -> None:
         else:
             speed, source = args.assume_mfu * args.peak_tflops * 1e12 / flops, f"ASSUMED MFU {args.assume_mfu:.0%}"
         mfu = speed * flops / (args.peak_tflops * 1e12)
-        print(f"{str(schedule):<24} {param_count(cfg, schedule):>12,} {flops / 1e9:>12.3f} {speed:>12,.0f} "
-              f"{mfu:>6.1%} {tokens / speed / 60:>9.1f} min  {source}")
+        print(
+            f"{str(schedule):<24} {param_count(cfg, schedule):>12,} {flops / 1e9:>12.3f} {speed:>12,.0f} "
+            f"{mfu:>6.1%} {tokens / speed / 60:>9.1f} min  {source}"
+        )
 
 
 if __name__ == "__main__":

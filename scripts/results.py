@@ -1,0 +1,261 @@
+"""Regenerate the tables and figures of docs/results.md from the committed benchmark database (no training).
+
+    .venv/bin/python scripts/results.py                  # reads docs/results/bench.db, writes docs/results/
+    .venv/bin/python scripts/results.py --db other.db --out /tmp/results
+
+Writes `tables.md` (every table, with the command that made it) and PNG figures next to it. Works on a partial
+database too: a stage that has not run yet is reported as pending, so the analysis can be read while the
+studies run (scripts/run_benchmarks.sh). The statistics are the product's own (search/stats.py): paired gaps with
+t intervals on their real degrees of freedom, Spearman rank agreement with bootstrap intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from search.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
+
+MAIN, LONG, WIDTH = "bench-main", "bench-long", "bench-width"
+COMMAND = "python scripts/results.py"
+
+
+@dataclass
+class Run:
+    """One trained (schedule, seed): its final val loss, its learning curve (tokens -> val loss), its speed."""
+
+    schedule: str
+    seed: int
+    role: str
+    final: float
+    curve: dict[int, float]
+    throughput_ratio: float | None
+
+
+@dataclass
+class Study:
+    name: str
+    baseline: str
+    seed: int
+    reduction_factor: int
+    runs: list[Run] = field(default_factory=list)
+
+    def by_schedule(self) -> dict[str, dict[int, Run]]:
+        out: dict[str, dict[int, Run]] = defaultdict(dict)
+        for r in self.runs:
+            out[r.schedule][r.seed] = r
+        return out
+
+
+def load(db: Path) -> dict[str, Study]:
+    """Every prism-search study in the file, read from a temporary copy (reading must never change the file)."""
+    from search.study import stored_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "bench.db"
+        shutil.copy(db, copy)
+        storage = optuna.storages.RDBStorage(f"sqlite:///{copy}")
+        studies = {}
+        for summary in optuna.get_all_study_summaries(storage):
+            study = optuna.load_study(study_name=summary.study_name, storage=storage)
+            config = stored_config(study)
+            s = Study(study.study_name, str(config.baseline), config.seed, config.search.reduction_factor)
+            seen = set()
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+                key = (t.user_attrs["schedule"], t.user_attrs.get("seed", config.seed))
+                if key in seen:  # the duplicate cache serves a stored run again: count it once
+                    continue
+                seen.add(key)
+                s.runs.append(
+                    Run(
+                        key[0],
+                        key[1],
+                        t.user_attrs.get("role", "search"),
+                        t.values[0],
+                        dict(t.intermediate_values),
+                        t.user_attrs.get("throughput_ratio"),
+                    )
+                )
+            studies[s.name] = s
+        storage.engine.dispose()
+    return studies
+
+
+def gaps(study: Study, schedule: str, seeds: set[int] | None = None):
+    """Paired gap of `schedule` to the study's uniform baseline over the seeds both have (optionally a subset)."""
+    runs = study.by_schedule()
+    base = runs.get(study.baseline, {})
+    common = sorted(set(runs.get(schedule, {})) & set(base) & (seeds if seeds is not None else set(base)))
+    return paired_gap([runs[schedule][s].final - base[s].final for s in common])
+
+
+def table_main(study: Study) -> tuple[str, list[tuple[str, float]]]:
+    """Every schedule: seeds, mean ± sd, paired gap with interval and p, tokens/s ratio; ranked by mean."""
+    rows = []
+    for schedule, runs in study.by_schedule().items():
+        finals = [r.final for r in runs.values()]
+        ratios = [r.throughput_ratio for r in runs.values() if r.throughput_ratio]
+        rows.append(
+            (
+                statistics.fmean(finals),
+                schedule,
+                len(finals),
+                statistics.stdev(finals) if len(finals) > 1 else None,
+                gaps(study, schedule),
+                statistics.median(ratios) if ratios else None,
+            )
+        )
+    rows.sort()
+    lines = [
+        "| rank | schedule | seeds | val loss mean ± sd | paired gap to uniform [95% t interval] (n, p) | verdict | tokens/s ratio |",
+        "|---:|---|---:|---|---|---|---:|",
+    ]
+    for rank, (mean, schedule, n, sd, gap, ratio) in enumerate(rows, 1):
+        mark = " (uniform)" if schedule == study.baseline else ""
+        sd_text = f" ± {sd:.4f}" if sd is not None else ""
+        gap_text = "-" if schedule == study.baseline or gap is None else gap.text()
+        verdict = "-" if schedule == study.baseline or gap is None else gap.verdict
+        lines.append(
+            f"| {rank} | `{schedule}`{mark} | {n} | {mean:.4f}{sd_text} | {gap_text} | {verdict} | {f'{ratio:.3f}' if ratio else '-'} |"
+        )
+    return "\n".join(lines), [(schedule, mean) for mean, schedule, *_ in rows]
+
+
+def selection(study: Study) -> str:
+    """The winner's curse, corrected: pick the best on the search seed alone, judge it on the other seeds only."""
+    runs = study.by_schedule()
+    at_seed = {s: r[study.seed].final for s, r in runs.items() if study.seed in r and s != study.baseline}
+    if not at_seed:
+        return "pending: no schedule finished at the search seed yet"
+    best = min(at_seed, key=at_seed.__getitem__)
+    on_search = gaps(study, best, {study.seed})
+    fresh = gaps(study, best, set(runs[best]) - {study.seed})
+    n = len(at_seed)
+    lines = [
+        f"- selected: `{best}`, best of {n} schedules at the search seed {study.seed}: gap there "
+        f"{on_search.text() if on_search else '-'} (biased: selected on this very number)"
+    ]
+    lines.append(
+        f"- the same schedule on the seeds it was not selected on: "
+        f"{fresh.text() if fresh else 'pending (no fresh seed yet)'}" + (f", verdict: **{fresh.verdict}**" if fresh else "")
+    )
+    return "\n".join(lines)
+
+
+def rung_table(study: Study) -> tuple[str, list]:
+    """Rank agreement of each rung with the final loss over all complete runs, and whether the best survives."""
+    full = [r for r in study.runs if r.curve]
+    agreement = rung_fidelity([r.curve for r in full], [r.final for r in full], study.reduction_factor)
+    if agreement is None:
+        return "pending: fewer than 4 complete learning curves", []
+    lines = ["| tokens | Spearman rho with the final loss [95% bootstrap] | n | successive halving (keep 1/η) |", "|---:|---|---:|---|"]
+    for a in agreement:
+        lines.append(
+            f"| {tokens_text(a.tokens)} | {a.rank.rho:+.3f} [{a.rank.low:+.3f}, {a.rank.high:+.3f}] | {a.rank.n} | "
+            f"keep {a.kept}: {'best kept' if a.best_kept else '**best cut**'} |"
+        )
+    return "\n".join(lines), agreement
+
+
+def transfer(main: Study, other: Study | None, what: str) -> str:
+    """Spearman between the schedules' mean final loss in the main study and in `other` (a longer or wider run)."""
+    if other is None:
+        return f"pending: study {what} has not run yet"
+    a, b = main.by_schedule(), other.by_schedule()
+    common = sorted(set(a) & set(b))
+    if len(common) < 3:
+        return f"pending: {len(common)} schedules in common so far (need 3)"
+    x = [statistics.fmean(r.final for r in a[s].values()) for s in common]
+    y = [statistics.fmean(r.final for r in b[s].values()) for s in common]
+    rank = spearman_ci(x, y)
+    order = sorted(common, key=lambda s: y[common.index(s)])
+    return f"Spearman rho {rank.rho:+.3f} [{rank.low:+.3f}, {rank.high:+.3f}] over {rank.n} schedules; order in {other.name}: " + ", ".join(
+        f"`{s}`" for s in order
+    )
+
+
+def figures(study: Study, ranking: list[tuple[str, float]], agreement: list, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    rows = [(s, gaps(study, s)) for s, _ in ranking if s != study.baseline]
+    rows = [(s, g) for s, g in rows if g is not None]
+    if rows:
+        fig, ax = plt.subplots(figsize=(7, 0.28 * len(rows) + 1.2))
+        for i, (_, g) in enumerate(rows):
+            ax.plot([g.mean], [i], "o", color="black")
+            if g.low is not None:
+                ax.plot([g.low, g.high], [i, i], color="tab:blue")
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_yticks(range(len(rows)), [s for s, _ in rows], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("val loss gap to uniform (paired by seed; bar: 95% t interval)")
+        ax.set_title(f"{study.name}: every schedule vs uniform {study.baseline}", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / "gaps.png", dpi=110)
+        written.append("gaps.png")
+    if agreement:
+        fig, ax = plt.subplots(figsize=(5, 3))
+        x = [a.tokens / 1e6 for a in agreement]
+        ax.errorbar(
+            x,
+            [a.rank.rho for a in agreement],
+            fmt="o-",
+            yerr=[[a.rank.rho - a.rank.low for a in agreement], [a.rank.high - a.rank.rho for a in agreement]],
+        )
+        ax.axhline(0.5, color="grey", ls="--", lw=0.8)
+        ax.set_xlabel("training tokens (M)")
+        ax.set_ylabel("Spearman rho with final loss")
+        ax.set_title(f"{study.name}: rank agreement per rung", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / "rungs.png", dpi=110)
+        written.append("rungs.png")
+    plt.close("all")
+    return written
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--db", default="docs/results/bench.db")
+    p.add_argument("--out", default="docs/results")
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    studies = load(Path(args.db))
+    main_study = studies.get(MAIN)
+    if main_study is None:
+        raise SystemExit(f"{args.db} has no study {MAIN!r}; run scripts/run_benchmarks.sh first")
+    table, ranking = table_main(main_study)
+    rungs, agreement = rung_table(main_study)
+    names = [s for s, _ in ranking]
+    where = {name: names.index(name) + 1 for name in names}
+    reference = next((r.schedule for r in main_study.runs if r.role == "reference"), None)
+    sections = [
+        f"<!-- generated by `{COMMAND}` from {args.db}; do not edit by hand -->",
+        f"## {MAIN}: every schedule ({len(names)} so far), ranked by mean val loss\n\n{table}",
+        f"Uniform `{main_study.baseline}` ranks {where.get(main_study.baseline, '-')} of {len(names)}"
+        + (f"; the paper ramp `{reference}` ranks {where.get(reference, '-')}." if reference else "."),
+        f"## Selection-corrected best\n\n{selection(main_study)}",
+        f"## Rank agreement per rung (all complete runs of {MAIN})\n\n{rungs}",
+        f"## Across budget (1x -> 4x)\n\n{transfer(main_study, studies.get(LONG), LONG)}",
+        f"## Across width (d_model 128 -> 256)\n\n{transfer(main_study, studies.get(WIDTH), WIDTH)}",
+    ]
+    pictures = figures(main_study, ranking, agreement, out)
+    sections.append("Figures: " + ", ".join(f"[{f}]({f})" for f in pictures))
+    (out / "tables.md").write_text("\n\n".join(sections) + "\n")
+    print("\n\n".join(sections))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""scripts/results.py regenerates docs/results.md's tables and figures from a study database: run for real on a
+constructed bench-main study with known answers (the statistics themselves are tested in tests/search/test_stats.py)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+from optuna.distributions import FloatDistribution
+
+from search.config import load_config
+from search.study import ATTR_CONFIG
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIFORM = "1x3"  # studies/tiny.toml's baseline
+
+
+def add(study, schedule, seed, final, role="search"):
+    study.add_trial(
+        optuna.trial.create_trial(
+            value=final,
+            params={"x": 0.0},
+            distributions={"x": FloatDistribution(0, 1)},
+            user_attrs={"schedule": schedule, "seed": seed, "role": role, "throughput_ratio": 1.0},
+            intermediate_values={100: final + 0.5, 200: final},
+        )
+    )
+
+
+def test_tables_and_figures_from_a_constructed_study(tmp_path):
+    db = tmp_path / "bench.db"
+    config = load_config(ROOT / "studies" / "tiny.toml").model_copy(update={"name": "bench-main"})
+    study = optuna.create_study(study_name="bench-main", storage=f"sqlite:///{db}")
+    study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
+    add(study, UNIFORM, 0, 2.05, role="baseline")
+    add(study, "4x3", 0, 2.00)  # best at the search seed (gap -0.05), then -0.01, -0.02, -0.03 on fresh seeds
+    add(study, "2x3", 0, 2.10)
+    add(study, "2x3", 0, 2.10)  # a duplicate-cache hit of the same (schedule, seed): counted once
+    for seed, base, best in ((1000, 1.50, 1.49), (1001, 1.60, 1.58), (1002, 1.70, 1.67)):
+        add(study, UNIFORM, seed, base, role="confirm")
+        add(study, "4x3", seed, best, role="confirm")
+    before = db.read_bytes()
+
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "scripts/results.py", "--db", str(db), "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert db.read_bytes() == before  # reading never writes the committed database
+    tables = (out / "tables.md").read_text()
+    assert tables == proc.stdout
+    # 4x3 over its 4 pairs: mean of -0.05, -0.01, -0.02, -0.03
+    assert "| `4x3` | 4 | 1.6850 ± 0.2225 | -0.0275 [" in tables
+    assert "| `2x3` | 1 | 2.1000 | +0.0500 (n=1: noise not measured yet) | noise not measured |" in tables
+    # selected on seed 0, judged on 1000-1002 only: -0.02 [-0.0448, +0.0048], p 0.074 -> inside the noise
+    assert "selected: `4x3`, best of 2 schedules at the search seed 0" in tables
+    assert "-0.0200 [-0.0448, +0.0048] (n=3, p=0.074), verdict: **inside the noise**" in tables
+    assert "| 100 | +1.000 [+1.000, +1.000] | 9 |" in tables  # the rung ranks exactly like the final loss
+    assert "pending: study bench-long has not run yet" in tables
+    assert {p.name for p in out.glob("*.png")} == {"gaps.png", "rungs.png"}
