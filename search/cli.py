@@ -6,7 +6,9 @@ without touching stored data.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import time
 from typing import Optional
@@ -26,6 +28,9 @@ err = Console(stderr=True)
 StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
 NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total finished trials the study should reach")
+TrackOpt = typer.Option(
+    None, "--track", help="log every finished trial to mlflow, tensorboard or wandb; NAME or NAME=URI/FOLDER, repeatable"
+)
 AddressOpt = typer.Option(
     None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage"
 )
@@ -33,6 +38,7 @@ AddressOpt = typer.Option(
 
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
+    from search.tracking import make_trackers
     from search.progress import Progress
     from search.early_stopping import make_stopping
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
@@ -40,6 +46,7 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
 
     check_cluster(address, config.storage)
+    make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
     fingerprint = corpus_fingerprint(config)
     with creation_lock(config.storage):
         storage = open_storage(config.storage)
@@ -59,13 +66,14 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
         _print_summary(study, None)
         return
     workers = config.resources.workers
-    connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial)
+    if dashboard := connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial):
+        console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
     progress = Progress(config.name, config.n_trials, done_before, console=console)
-    _seed_with_prior(study, config, prior, fingerprint, progress)
-    driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
     started = time.monotonic()
     try:
-        driver.run(config.n_trials, workers)
+        with _sigterm_as_ctrl_c():
+            _seed_with_prior(study, config, prior, fingerprint, progress)
+            Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(config.n_trials, workers)
     except KeyboardInterrupt:
         progress.close()
         err.print(
@@ -77,6 +85,21 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
     finally:
         progress.close()
     _print_summary(study, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c():
+    """SIGTERM (kill, systemd, Kubernetes, `ray job stop`) stops a run exactly like Ctrl-C: trials queued again,
+    the resume command printed. Installed after ray.init, whose own handler exits without either."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
@@ -146,8 +169,8 @@ def _print_confirmation(rows: list[dict], title: str) -> None:
     console.print(table)
 
 
-def _with_overrides(config: StudyConfig, storage, n_trials, workers) -> StudyConfig:
-    update: dict = {}
+def _with_overrides(config: StudyConfig, storage, n_trials, workers, track=None) -> StudyConfig:
+    update: dict = {"tracking": config.tracking.with_flags(track)} if track else {}
     if storage:
         update["storage"] = storage
     if n_trials:
@@ -164,10 +187,11 @@ def run(
     n_trials: Optional[int] = NTrialsOpt,
     workers: Optional[int] = WorkersOpt,
     address: Optional[str] = AddressOpt,
+    track: Optional[list[str]] = TrackOpt,
     prior: Optional[str] = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
-    config = _with_overrides(load_config(study_file), storage, n_trials, workers)
+    config = _with_overrides(load_config(study_file), storage, n_trials, workers, track)
     if prior is not None and prior != "auto":
         from search.priors import read_prior
 
@@ -182,6 +206,7 @@ def resume(
     n_trials: Optional[int] = NTrialsOpt,
     workers: Optional[int] = WorkersOpt,
     address: Optional[str] = AddressOpt,
+    track: Optional[list[str]] = TrackOpt,
 ) -> None:
     """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
     from search.study import load_study, stored_config
@@ -189,7 +214,7 @@ def resume(
     url = storage or DEFAULT_STORAGE
     check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
     config = stored_config(load_study(name, open_storage(url)))
-    _execute(_with_overrides(config, url, n_trials, workers), address, resume=True)
+    _execute(_with_overrides(config, url, n_trials, workers, track), address, resume=True)
 
 
 @app.command()
@@ -267,7 +292,8 @@ def confirm(
     done = len(study.get_trials(deepcopy=False, states=FINISHED))
     progress = Progress(name, done + planned, done, console=console)
     try:
-        rows = run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
+        with _sigterm_as_ctrl_c():
+            rows = run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
     finally:
         progress.close()
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
@@ -458,7 +484,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit raised inside a command
     except PrismSearchError as e:
-        err.print(f"error: {e}", highlight=False, soft_wrap=True)
+        err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)  # "[mlflow]" is text, not a style
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)

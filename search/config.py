@@ -153,6 +153,32 @@ class ResourcesSection(_Section):
         return v
 
 
+TRACKING_DEFAULTS = {"mlflow": "sqlite:///mlflow.db", "tensorboard": "runs", "wandb": "wandb"}
+
+
+class TrackingSection(_Section):
+    """Experiment trackers that get one run per finished trial (search.tracking); each is an optional extra."""
+
+    mlflow: str | None = Field(None, description="tracking URI: sqlite:///mlflow.db, a folder (file store) or http://HOST:5000")
+    tensorboard: str | None = Field(None, description="folder for event files, FOLDER/STUDY/trial-NNNNN")
+    wandb: str | None = Field(None, description="folder for W&B run files; offline unless WANDB_MODE=online")
+
+    @field_validator("mlflow", "tensorboard", "wandb")
+    @classmethod
+    def _absolute(cls, v: str | None) -> str | None:
+        return v if v is None or ":" in v else str(Path(v).absolute())  # a resume may run from elsewhere
+
+    def with_flags(self, flags: list[str]) -> TrackingSection:
+        """`--track NAME[=TARGET]` on top of the config's section (TARGET defaults: TRACKING_DEFAULTS)."""
+        update = {}
+        for flag in flags:
+            name, _, target = flag.partition("=")
+            if name not in TRACKING_DEFAULTS:
+                raise ConfigError(f"--track {flag!r}: unknown tracker; use {', '.join(TRACKING_DEFAULTS)} (optionally NAME=TARGET)")
+            update[name] = target or TRACKING_DEFAULTS[name]
+        return TrackingSection.model_validate(self.model_dump() | update)
+
+
 class StudyConfig(_Section):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     seed: int = 0
@@ -167,6 +193,7 @@ class StudyConfig(_Section):
     data: DataSection = DataSection()
     search: SearchSection = SearchSection()
     resources: ResourcesSection = ResourcesSection()
+    tracking: TrackingSection = TrackingSection()
 
     @field_validator("checkpoint_dir")
     @classmethod

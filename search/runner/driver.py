@@ -34,6 +34,7 @@ from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
 from search.storage.records import DUPLICATE_ATTR, result_attrs, schedule_attrs
+from search.tracking import make_trackers
 
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
@@ -51,12 +52,14 @@ class _InFlight:
     points: list[EvalPoint] = field(default_factory=list)
 
 
-def connect_ray(address: str | None, num_cpus: int) -> None:
-    """Join a running cluster at `address`, or start a local Ray sized for this run's workers."""
+def connect_ray(address: str | None, num_cpus: int) -> str | None:
+    """Join a running cluster at `address` (returns its dashboard address), or start a local Ray sized for this
+    run's workers."""
     if ray.is_initialized():
-        return
+        return None
     if address:
-        ray.init(address=address, log_to_driver=False)
+        # quiet: Ray's INFO banner carries terminal colour codes even into a log file (`ray job logs`)
+        return ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING).dashboard_url or None
     else:
         # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
@@ -108,8 +111,10 @@ class Driver:
         self.family = family_for(config)
         self.stopping = stopping
         self.progress = progress
+        self.trackers = make_trackers(config.tracking)  # Optuna-style callbacks, told each finished trial
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
+        self.asked: list[optuna.Trial] = []  # every trial this driver started; an interrupt fails those still RUNNING
         res = config.resources
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
@@ -181,6 +186,7 @@ class Driver:
 
     def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> bool:
         trial = self._db(self.study.ask)
+        self.asked.append(trial)
         self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
         attrs = trial.user_attrs
         if self._is_surplus(trial, target):
@@ -210,12 +216,12 @@ class Driver:
             out = ray.get(ref)
         except ray.exceptions.RayActorError as e:
             self.idle.append(self._worker_cls.remote())  # replace the dead actor
-            self._fail(job, f"worker died: {type(e).__name__}: {str(e).splitlines()[0]}", retry=True)
+            self._fail(job.trial, f"worker died: {type(e).__name__}: {str(e).splitlines()[0]}", retry=True)
             return
         except ray.exceptions.RayTaskError as e:
             cause = e.cause if getattr(e, "cause", None) is not None else e
             self.idle.append(job.worker)
-            self._fail(job, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
+            self._fail(job.trial, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
             return
         if isinstance(out, cache.Wait):
             self._await_original(job, out)
@@ -260,22 +266,30 @@ class Driver:
                 f"database back, then `prism-search resume {self.config.name}` stores it"
             ) from None
         self._db(keep_checkpoints, self.study, self.config)
+        self._track(job.trial)
         if self.progress:
             self.progress.finished(job.trial.number, state.name, result.final_val_loss)
 
-    def _fail(self, job: _InFlight, reason: str, retry: bool = False, requeue: bool = False) -> None:
-        self._db(job.trial.set_user_attr, "error", reason)
-        self._db(self.study.tell, job.trial, state=TrialState.FAIL)
-        attempt = job.trial.user_attrs.get("attempt", 0)
+    def _track(self, trial: optuna.Trial) -> None:
+        """The driver, the only writer, hands each finished trial as stored to the trackers; they never raise."""
+        if self.trackers:
+            frozen = self._db(self.study._storage.get_trial, trial._trial_id)
+            for tracker in self.trackers:
+                tracker(self.study, frozen)
+
+    def _fail(self, trial: optuna.Trial, reason: str, retry: bool = False, requeue: bool = False) -> None:
+        self._db(trial.set_user_attr, "error", reason)
+        self._db(self.study.tell, trial, state=TrialState.FAIL)
+        attempt = trial.user_attrs.get("attempt", 0)
         if requeue:  # not the trial's fault (Ctrl-C, a failed original): run it again, count no failure
-            _requeue(self.study, self.family, job.trial, attempt=attempt)
+            _requeue(self.study, self.family, trial, attempt=attempt)
         elif retry and attempt < self.config.resources.max_retries:
-            _requeue(self.study, self.family, job.trial, attempt=attempt + 1)
+            _requeue(self.study, self.family, trial, attempt=attempt + 1)
             reason += f" (retry {attempt + 1}/{self.config.resources.max_retries} queued)"
         else:
             self.failures += 1
         if self.progress:
-            self.progress.finished(job.trial.number, "FAIL", None, reason)
+            self.progress.finished(trial.number, "FAIL", None, reason)
 
     # -- duplicates (search.runner.cache): a schedule trains once per seed ---------------------------------------
     def _serve_duplicate(self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, worker) -> bool:
@@ -296,9 +310,10 @@ class Driver:
         if original.state == TrialState.RUNNING:
             self.in_flight[cache.wait_for(original)] = job
         elif original.state == TrialState.FAIL:
-            self._fail(job, f"original trial {original.number} failed; queued again", requeue=True)
+            self._fail(job.trial, f"original trial {original.number} failed; queued again", requeue=True)
         else:
             state = cache.copy_result(self.study, job.trial, original)
+            self._track(job.trial)
             if self.progress:
                 self.progress.finished(job.trial.number, state.name, original.values[0] if original.values else None)
 
@@ -331,9 +346,11 @@ class Driver:
                     self._heartbeat()
                     continue
                 self._wait_and_handle()
-        except KeyboardInterrupt:
-            for job in list(self.in_flight.values()):
-                self._fail(job, "interrupted (Ctrl-C); queued again for resume", requeue=True)
+        except KeyboardInterrupt:  # also SIGTERM (search.cli): it may land mid-handling, off in_flight
+            running = {t._trial_id for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
+            for trial in self.asked:
+                if trial._trial_id in running:
+                    self._fail(trial, "interrupted (Ctrl-C); queued again for resume", requeue="schedule" in trial.user_attrs)
             self.in_flight.clear()
             raise
         if self._too_many_failures():

@@ -60,14 +60,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _names(entry: Path, marker: str) -> bool:
+    """The process's command line or one of its open files names `marker` (Ray's agents retitle themselves
+    `ray::DashboardAgent` and show the temp dir only in their open log files)."""
+    if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+        return True
+    for fd in (entry / "fd").iterdir():
+        try:
+            if marker in os.readlink(fd):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _pids_using(marker: str) -> list[int]:
-    """This user's processes whose command line names `marker` (our cluster's private temp dir)."""
+    """This user's processes that belong to the cluster whose private temp dir is `marker`."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if entry.stat().st_uid == os.getuid() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+            if entry.stat().st_uid == os.getuid() and _names(entry, marker):
                 pids.append(int(entry.name))
         except OSError:
             continue
@@ -194,3 +208,74 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     # only the driver talks to the database, through a pool of 2 (+2 overflow): not 15 per worker
     assert 1 <= peak_connections[0] <= 4, peak_connections
     print(f"peak PostgreSQL connections with {peak_running} trials in flight: {peak_connections[0]}")
+
+
+# -- the team workflow: Ray Jobs on a head with its dashboard -----------------------------------------------
+@pytest.fixture
+def ray_jobs_head():
+    """A one-node head with the dashboard that serves the Job API; yields its http address. Every port is a free
+    one: another Ray on this machine may hold the defaults (6379 is Redis's; 52365 the job agent's)."""
+    temp_dir = tempfile.mkdtemp(prefix="rj5", dir="/tmp")
+    port, dashboard, agent = _free_port(), _free_port(), _free_port()
+    env = {**RAY_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # job shells find prism-search
+    try:
+        subprocess.run(
+            [str(Path(sys.executable).parent / "ray"), "start", "--head", "--port", str(port), "--dashboard-port",
+             str(dashboard), "--dashboard-agent-listen-port", str(agent), "--include-dashboard=true", "--num-cpus", "2", "--temp-dir", temp_dir, "--disable-usage-stats"],
+            env=env, check=True, capture_output=True, timeout=180,
+        )
+        yield f"http://127.0.0.1:{dashboard}"
+    finally:
+        _stop_cluster(temp_dir)
+
+
+def _submit(client, entrypoint: str) -> str:
+    """Submit once the head's job agent has registered (it comes up a few seconds after `ray start` returns)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return client.submit_job(entrypoint=entrypoint)
+        except RuntimeError as e:
+            if "No available agent" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+def _job_ends(client, job_id: str, timeout: float = 120):
+    from ray.job_submission import JobStatus
+
+    deadline = time.monotonic() + timeout
+    while (status := client.get_job_status(job_id)) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+        assert time.monotonic() < deadline, client.get_job_logs(job_id)
+        time.sleep(0.5)
+    return status, client.get_job_logs(job_id)
+
+
+@pytest.mark.e2e
+def test_ray_job_submit_stop_and_resume(ray_jobs_head, pg_url, study_toml):
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    client = JobSubmissionClient(ray_jobs_head)
+    toml = study_toml(("n_trials = 5", "n_trials = 4"))
+    job = _submit(client, f"prism-search run {toml} --address auto --storage {pg_url}")
+    deadline = time.monotonic() + 90
+    while not re.search(r"trial \d+ (COMPLETE|PRUNED)", logs := client.get_job_logs(job)):  # the live progress
+        assert time.monotonic() < deadline and client.get_job_status(job) in (JobStatus.PENDING, JobStatus.RUNNING), logs
+        time.sleep(0.5)
+    client.stop_job(job)  # SIGTERM to the driver, like `ray job stop`
+    status, logs = _job_ends(client, job)
+    assert status == JobStatus.STOPPED, logs
+    assert f"prism-search resume tiny --storage {pg_url}" in logs, logs
+    assert "\x1b" not in logs and "SIGTERM received" not in logs, logs  # plain lines, no crash banner
+    study = optuna.load_study(study_name="tiny", storage=pg_url)
+    assert not study.get_trials(states=(TrialState.RUNNING,))
+    interrupted = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert interrupted and all("interrupted" in t.user_attrs["error"] for t in interrupted)
+    waiting = [t.user_attrs["schedule"] for t in study.get_trials(states=(TrialState.WAITING,))]
+    # queued again: every interrupted trial that had its schedule (one stopped before the sampler drew it has none)
+    assert sorted(waiting) == sorted(t.user_attrs["schedule"] for t in interrupted if "schedule" in t.user_attrs)
+
+    job = _submit(client, f"prism-search resume tiny --address auto --storage {pg_url}")
+    status, logs = _job_ends(client, job)
+    assert status == JobStatus.SUCCEEDED and "gap to uniform" in logs and "\x1b" not in logs, logs
+    assert len(_finished_and_workers(pg_url)[0]) == 4

@@ -1,0 +1,33 @@
+"""Experiment trackers (`[tracking]`, `--track`): MLflow, TensorBoard and W&B get one run per finished trial.
+
+Each is an optional extra; nothing here imports a tracker library until a trial is logged, so a missing one is
+found by `check_installed` before any compute.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from search.config import PrismSearchError, TrackingSection
+from search.tracking._base import Tracker, TrialRecord
+from search.tracking._mlflow import MLflowTracker
+from search.tracking._tensorboard import TensorBoardTracker
+from search.tracking._wandb import WandbTracker
+
+__all__ = ["Tracker", "TrialRecord", "MLflowTracker", "TensorBoardTracker", "WandbTracker", "make_trackers"]
+
+TRACKERS: dict[str, type[Tracker]] = {"mlflow": MLflowTracker, "tensorboard": TensorBoardTracker, "wandb": WandbTracker}
+MODULES = {"mlflow": "mlflow", "tensorboard": "tensorboard", "wandb": "wandb"}  # what each needs importable
+
+
+def make_trackers(tracking: TrackingSection) -> list[Tracker]:
+    """The configured trackers; a missing library is a one-line error naming the extra to install."""
+    trackers = []
+    for name, cls in TRACKERS.items():
+        target = getattr(tracking, name)
+        if target is None:
+            continue
+        if importlib.util.find_spec(MODULES[name]) is None:
+            raise PrismSearchError(f"tracking.{name} needs {MODULES[name]}: pip install 'prism-search[{name}]'")
+        trackers.append(cls(target))
+    return trackers

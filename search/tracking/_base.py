@@ -1,0 +1,76 @@
+"""The tracker interface: an Optuna-style callback `(study, frozen_trial)` the driver calls for each finished trial.
+
+Tracking never breaks a study: a tracker that raises is switched off for the rest of the run with one warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+logger = logging.getLogger("search.tracking")
+
+# numeric user attrs (search.trial.result_attrs and the throughput probe) logged as run-level metrics
+METRIC_ATTRS = ("tokens_per_s", "throughput_ratio", "n_params", "flops_per_token", "wall_time_s", "tokens")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """What every tracker logs of one trial: its schedule and roles as params, its learning curve as steps."""
+
+    number: int
+    state: str  # COMPLETE or PRUNED
+    schedule: str
+    heads: tuple[int, ...]  # per layer
+    seed: int
+    role: str  # baseline | search | reference | confirm ...
+    value: float | None  # the first objective (val loss); None for a pruned trial
+    curve: tuple[tuple[int, float], ...]  # (training tokens, val loss): tokens are the step
+    metrics: dict[str, float]
+
+    @classmethod
+    def from_trial(cls, trial) -> TrialRecord:
+        attrs = trial.user_attrs
+        heads = tuple(attrs[k] for k in sorted(attrs) if k.startswith("heads_"))
+        return cls(
+            number=trial.number, state=trial.state.name, schedule=attrs["schedule"], heads=heads,
+            seed=attrs.get("seed", 0), role=attrs.get("role", "search"),
+            value=trial.values[0] if trial.values else None,
+            curve=tuple((int(t), float(v)) for t, v in attrs.get("curve", [])),
+            metrics={k: float(attrs[k]) for k in METRIC_ATTRS if isinstance(attrs.get(k), (int, float))},
+        )
+
+    @property
+    def params(self) -> dict[str, str | int]:
+        return {"schedule": self.schedule, "seed": self.seed, "role": self.role, "trial": self.number} | {
+            f"heads_{layer:02d}": h for layer, h in enumerate(self.heads)
+        }
+
+    @property
+    def run_name(self) -> str:
+        return f"trial-{self.number:05d}"
+
+
+class Tracker(ABC):
+    """One experiment tracker. Subclasses import their library lazily, inside `log_trial`."""
+
+    name: str  # the [tracking] field
+
+    def __init__(self, target: str):
+        self.target = target
+        self.failed = False
+
+    @abstractmethod
+    def log_trial(self, study_name: str, record: TrialRecord) -> None:
+        """Log one finished trial as one run, grouped under the study."""
+
+    def __call__(self, study, trial) -> None:
+        if self.failed:
+            return
+        try:
+            self.log_trial(study.study_name, TrialRecord.from_trial(trial))
+        except Exception as e:  # noqa: BLE001 - any tracker fault: the study goes on
+            self.failed = True
+            logger.warning("tracking.%s (%s) failed on trial %d, the study goes on without it: %s: %s",
+                           self.name, self.target, trial.number, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
