@@ -27,8 +27,9 @@ object with `.hidden_states` (L+1 tensors (B, T, D)) and `.attentions`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -267,19 +268,21 @@ def layer_profile(trace: Any, *, alpha: float = 1.0) -> list[LayerMetrics]:
     for l in range(L):
         attn, out = atts[l], hs[l + 1]  # (B, H_l, T, T), (B, T, D)
         mad = mean_attention_distance(attn)  # (H_l,)
-        rows.append(LayerMetrics(
-            layer=l,
-            depth=(l + 1) / L,
-            n_heads=attn.shape[1],
-            mad=_nanmean(mad),
-            mad_relative=_nanmean(mean_attention_distance(attn, relative=True)),
-            mad_no_sink=_nanmean(mean_attention_distance(attn, drop_sink=True)),
-            attn_entropy=_nanmean(attention_entropy(attn)),
-            token_curvature=float(token_curvature(out)),
-            matrix_entropy=float(matrix_entropy(out, alpha=alpha)),
-            depth_curvature=kappa[l] if l < L - 1 else None,
-            mad_heads=mad.tolist(),
-        ))
+        rows.append(
+            LayerMetrics(
+                layer=l,
+                depth=(l + 1) / L,
+                n_heads=attn.shape[1],
+                mad=_nanmean(mad),
+                mad_relative=_nanmean(mean_attention_distance(attn, relative=True)),
+                mad_no_sink=_nanmean(mean_attention_distance(attn, drop_sink=True)),
+                attn_entropy=_nanmean(attention_entropy(attn)),
+                token_curvature=float(token_curvature(out)),
+                matrix_entropy=float(matrix_entropy(out, alpha=alpha)),
+                depth_curvature=kappa[l] if l < L - 1 else None,
+                mad_heads=mad.tolist(),
+            )
+        )
     return rows
 
 
@@ -288,16 +291,38 @@ _COLUMNS = [  # (header, attribute, format, legend: what it measures, range and 
     ("depth", "depth", "{:.3f}", "relative depth (layer + 1) / L, in (0, 1]"),
     ("heads", "n_heads", "{:d}", "attention heads in the layer (schedule)"),
     ("mad", "mad", "{:.2f}", "mean attention distance: how far back the heads look, in tokens (mean over heads)"),
-    ("mad_rel", "mad_relative", "{:.3f}",
-     "mad / query position, in [0, 1]: 0 = the token itself, 0.5 = uniform over the past, 1 = only the first token"),
+    (
+        "mad_rel",
+        "mad_relative",
+        "{:.3f}",
+        "mad / query position, in [0, 1]: 0 = the token itself, 0.5 = uniform over the past, 1 = only the first token",
+    ),
     ("mad_nosink", "mad_no_sink", "{:.2f}", "mad with the mass on token 0 (the attention sink) removed, in tokens"),
-    ("attn_ent", "attn_entropy", "{:.3f}", "attention entropy, nats: low = sharp few-key heads, high = diffuse (at most log(position + 1))"),
-    ("tok_curv", "token_curvature", "{:.3f}",
-     "token curvature: mean turn of the token-to-token trajectory of the layer's output, radians in [0, pi]"),
-    ("mat_ent", "matrix_entropy", "{:.3f}",
-     "matrix entropy of the layer's output, in [0, 1]: 0 = all tokens on one direction, 1 = spread evenly over min(T, D)"),
-    ("depth_curv", "depth_curvature", "{:.3f}",
-     "depth curvature: turn between this block's update and the next one's, radians in [0, pi] (pi/2 = orthogonal); '-' on the last layer"),
+    (
+        "attn_ent",
+        "attn_entropy",
+        "{:.3f}",
+        "attention entropy, nats: low = sharp few-key heads, high = diffuse (at most log(position + 1))",
+    ),
+    (
+        "tok_curv",
+        "token_curvature",
+        "{:.3f}",
+        "token curvature: mean turn of the token-to-token trajectory of the layer's output, radians in [0, pi]",
+    ),
+    (
+        "mat_ent",
+        "matrix_entropy",
+        "{:.3f}",
+        "matrix entropy of the layer's output, in [0, 1]: 0 = all tokens on one direction, 1 = spread evenly over min(T, D)",
+    ),
+    (
+        "depth_curv",
+        "depth_curvature",
+        "{:.3f}",
+        "depth curvature: turn between this block's update and the next one's, radians in [0, pi] (pi/2 = orthogonal);"
+        " '-' on the last layer",
+    ),
 ]
 
 
@@ -308,6 +333,7 @@ def format_profile(rows: Sequence[LayerMetrics]) -> str:
     Undefined values (None) print as '-', NaN as 'nan'. Angles in radians,
     entropies in nats (matrix entropy normalised), distances in tokens.
     """
+
     def cell(fmt: str, v: Any) -> str:
         if v is None:
             return "-"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import torch
 
@@ -84,7 +84,9 @@ class Trainer:
         no_decay = [p for p in self.model.parameters() if p.dim() < 2]
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=train_cfg.lr, betas=(train_cfg.beta1, train_cfg.beta2), fused=cuda,
+            lr=train_cfg.lr,
+            betas=(train_cfg.beta1, train_cfg.beta2),
+            fused=cuda,
         )
         self.batches = train_batches(corpus, model_cfg.block_size, train_cfg.batch_size, seed=train_cfg.seed)
         self.val = val_batches(corpus, model_cfg.block_size, train_cfg.batch_size, train_cfg.eval_batches)

@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 import torch
-
 from bench_throughput import _median_ci  # scripts/ is on sys.path when this file runs as a script
+
 from prism import ModelConfig, PrismLM, Schedule, TrainConfig, Trainer, load_corpus
 
 
@@ -56,7 +56,8 @@ class MinimalLoop:
         no_decay = [p for p in self.model.parameters() if p.dim() < 2]
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": tcfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2),
+            lr=tcfg.lr,
+            betas=(tcfg.beta1, tcfg.beta2),
         )
         self.cfg, self.tcfg, self.data = cfg, tcfg, data
         self.rng = np.random.default_rng(tcfg.seed)  # the generator train_batches draws its window starts from
@@ -100,8 +101,9 @@ def main() -> None:
     cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size)
     schedule = Schedule.uniform(args.d_model // 64, args.n_layer)  # head dim 64, the uniform baseline
     total = args.warmup + args.rounds * args.steps + args.profile
-    tcfg = TrainConfig(steps=total + 1, batch_size=args.batch_size, warmup_steps=min(40, total), eval_batches=1,
-                       device="cpu", precision="fp32")
+    tcfg = TrainConfig(
+        steps=total + 1, batch_size=args.batch_size, warmup_steps=min(40, total), eval_batches=1, device="cpu", precision="fp32"
+    )
     corpus = load_corpus()
     trainer = Trainer(cfg, schedule, tcfg, corpus)
     minimal = MinimalLoop(cfg, schedule, tcfg, corpus.train)
@@ -111,7 +113,7 @@ def main() -> None:
     seconds = {clock: {name: [] for name in sides} for clock in ("wall", "cpu")}
     for r in range(args.rounds):
         losses = {}
-        for name in (("trainer", "minimal") if r % 2 == 0 else ("minimal", "trainer")):
+        for name in ("trainer", "minimal") if r % 2 == 0 else ("minimal", "trainer"):
             wall, cpu, losses[name] = _timed(sides[name], args.steps)
             seconds["wall"][name].append(wall)
             seconds["cpu"][name].append(cpu)
@@ -119,18 +121,29 @@ def main() -> None:
             sys.exit(f"round {r}: the loops diverged (loss {losses['trainer']} vs {losses['minimal']}); they do not do the same work")
     tokens = args.steps * args.batch_size * args.block_size
     print(f"command: python {' '.join(shlex.quote(a) for a in sys.argv)}")
-    print(f"device: cpu ({platform.processor() or 'cpu'}, {torch.get_num_threads()} threads); fp32; torch {torch.__version__}; "
-          f"load average before/after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    print(f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, {schedule} (uniform), T={cfg.block_size}, batch {args.batch_size}; "
-          f"{args.rounds} alternating rounds x {args.steps} steps per side after {args.warmup} warm-up steps; "
-          f"losses identical every round")
+    print(
+        f"device: cpu ({platform.processor() or 'cpu'}, {torch.get_num_threads()} threads); fp32; torch {torch.__version__}; "
+        f"load average before/after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, {schedule} (uniform), T={cfg.block_size}, batch {args.batch_size}; "
+        f"{args.rounds} alternating rounds x {args.steps} steps per side after {args.warmup} warm-up steps; "
+        f"losses identical every round"
+    )
     for clock, per_side in seconds.items():
         ratios = [m / t for t, m in zip(per_side["trainer"], per_side["minimal"])]  # Trainer tokens/s over minimal's
         median, low, high, coverage = _median_ci(ratios)
-        print(f"{clock} clock: " + ", ".join(f"{name} {1000 * statistics.median(s) / args.steps:.2f} ms/step "
-                                             f"({tokens / statistics.median(s):,.0f} tokens/s)" for name, s in per_side.items()))
-        print(f"  ratio Trainer/minimal tokens/s: median {median:.3f}, 95% CI {low:.3f}..{high:.3f}"
-              f"{'' if coverage >= 0.95 else f' ({coverage:.0%} coverage)'}, min..max {min(ratios):.3f}..{max(ratios):.3f}")
+        print(
+            f"{clock} clock: "
+            + ", ".join(
+                f"{name} {1000 * statistics.median(s) / args.steps:.2f} ms/step ({tokens / statistics.median(s):,.0f} tokens/s)"
+                for name, s in per_side.items()
+            )
+        )
+        print(
+            f"  ratio Trainer/minimal tokens/s: median {median:.3f}, 95% CI {low:.3f}..{high:.3f}"
+            f"{'' if coverage >= 0.95 else f' ({coverage:.0%} coverage)'}, min..max {min(ratios):.3f}..{max(ratios):.3f}"
+        )
     for name, side in sides.items() if args.profile else ():
         profiler = cProfile.Profile()
         profiler.runcall(side.train_steps, args.profile)

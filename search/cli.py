@@ -11,14 +11,13 @@ import json
 import signal
 import sys
 import time
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from search.runner.cluster import check_cluster
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
+from search.runner.cluster import check_cluster
 from search.storage import creation_lock, mask_url, open_storage
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
@@ -31,19 +30,17 @@ NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total finished trials
 TrackOpt = typer.Option(
     None, "--track", help="log every finished trial to mlflow, tensorboard or wandb; NAME or NAME=URI/FOLDER, repeatable"
 )
-AddressOpt = typer.Option(
-    None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage"
-)
+AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage")
 
 
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
-    from search.tracking import make_trackers
-    from search.progress import Progress
     from search.early_stopping import make_stopping
+    from search.progress import Progress
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
+    from search.tracking import make_trackers
 
     check_cluster(address, config.storage)
     make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
@@ -74,14 +71,15 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
         with _sigterm_as_ctrl_c():
             _seed_with_prior(study, config, prior, fingerprint, progress)
             Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(config.n_trials, workers)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         progress.close()
         err.print(
             f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n"
             f"  prism-search resume {config.name} --storage {mask_url(config.storage)}",
-            soft_wrap=True, highlight=False,
+            soft_wrap=True,
+            highlight=False,
         )
-        raise typer.Exit(130)
+        raise typer.Exit(130) from interrupt
     finally:
         progress.close()
     _print_summary(study, time.monotonic() - started)
@@ -105,9 +103,9 @@ def _sigterm_as_ctrl_c():
 def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
     """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
     A study seeded before (also on resume) gets its narrowing sampler back."""
+    from search.early_stopping import make_stopping
     from search.priors import keeping_checkpoints, narrow_sampler, prior_from_baseline, seed_study
     from search.priors.seeding import is_seeded
-    from search.early_stopping import make_stopping
     from search.runner.driver import Driver
 
     if prior == "auto" and not is_seeded(study):
@@ -132,7 +130,9 @@ def _print_summary(study, wall_s: float | None) -> None:
     table.add_row("trials", ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items()) + f" (target {s.n_trials})")
     table.add_row("best schedule", f"{s.best_schedule} (trial {s.best_number})" if s.best_schedule else "-")
     table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
-    table.add_row("uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule)
+    table.add_row(
+        "uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule
+    )
     table.add_row("gap to uniform", s.gap_text())
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
@@ -162,8 +162,11 @@ def _print_confirmation(rows: list[dict], title: str) -> None:
     for col in ("schedule", "seeds", "val loss (mean ± sd)", "gap to uniform (paired, 95% t interval)", "verdict"):
         table.add_column(col)
     for row in rows:
-        loss = "-" if row["val_loss_mean"] is None else f"{row['val_loss_mean']:.4f}" + (
-            f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else "")
+        loss = (
+            "-"
+            if row["val_loss_mean"] is None
+            else f"{row['val_loss_mean']:.4f}" + (f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else "")
+        )
         gap = row["gap"]
         table.add_row(row["schedule"], str(row["seeds"]), loss, gap.text() if gap else "(uniform)", gap.verdict if gap else "")
     console.print(table)
@@ -183,12 +186,12 @@ def _with_overrides(config: StudyConfig, storage, n_trials, workers, track=None)
 @app.command()
 def run(
     study_file: str = typer.Argument(..., help="study config, e.g. studies/quickstart.toml"),
-    storage: Optional[str] = StorageOpt,
-    n_trials: Optional[int] = NTrialsOpt,
-    workers: Optional[int] = WorkersOpt,
-    address: Optional[str] = AddressOpt,
-    track: Optional[list[str]] = TrackOpt,
-    prior: Optional[str] = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
+    storage: str | None = StorageOpt,
+    n_trials: int | None = NTrialsOpt,
+    workers: int | None = WorkersOpt,
+    address: str | None = AddressOpt,
+    track: list[str] | None = TrackOpt,
+    prior: str | None = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
     config = _with_overrides(load_config(study_file), storage, n_trials, workers, track)
@@ -202,11 +205,11 @@ def run(
 @app.command()
 def resume(
     name: str = typer.Argument(..., help="study name"),
-    storage: Optional[str] = StorageOpt,
-    n_trials: Optional[int] = NTrialsOpt,
-    workers: Optional[int] = WorkersOpt,
-    address: Optional[str] = AddressOpt,
-    track: Optional[list[str]] = TrackOpt,
+    storage: str | None = StorageOpt,
+    n_trials: int | None = NTrialsOpt,
+    workers: int | None = WorkersOpt,
+    address: str | None = AddressOpt,
+    track: list[str] | None = TrackOpt,
 ) -> None:
     """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
     from search.study import load_study, stored_config
@@ -219,8 +222,8 @@ def resume(
 
 @app.command()
 def status(
-    name: Optional[str] = typer.Argument(None, help="study name (default: every study in the storage)"),
-    storage: Optional[str] = StorageOpt,
+    name: str | None = typer.Argument(None, help="study name (default: every study in the storage)"),
+    storage: str | None = StorageOpt,
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
@@ -253,7 +256,8 @@ def schedules(
     family = family_for(config)
     console.print(
         f"{family.name}: {family.size():,} schedules ({config.model.n_layer} layers, "
-        f"head counts {allowed_head_counts(config.model_config_)})", highlight=False,
+        f"head counts {allowed_head_counts(config.model_config_)})",
+        highlight=False,
     )
     if list_all:
         for schedule in family.enumerate():
@@ -271,9 +275,9 @@ def confirm(
     name: str = typer.Argument(..., help="study name"),
     top: int = typer.Option(5, "--top", min=1, help="how many of the best distinct schedules to re-train"),
     seeds: int = typer.Option(3, "--seeds", min=2, help="fresh seeds per schedule (the baseline gets the same ones)"),
-    storage: Optional[str] = StorageOpt,
-    workers: Optional[int] = WorkersOpt,
-    address: Optional[str] = AddressOpt,
+    storage: str | None = StorageOpt,
+    workers: int | None = WorkersOpt,
+    address: str | None = AddressOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
     from search.confirm import run_confirmation, top_schedules
@@ -302,7 +306,7 @@ def confirm(
 @app.command()
 def best(
     name: str = typer.Argument(..., help="study name"),
-    storage: Optional[str] = StorageOpt,
+    storage: str | None = StorageOpt,
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
     from search.study import summarize
@@ -319,7 +323,7 @@ def best(
 def export(
     name: str = typer.Argument(..., help="study name"),
     fmt: str = typer.Option("csv", "--format", help="csv or json"),
-    storage: Optional[str] = StorageOpt,
+    storage: str | None = StorageOpt,
 ) -> None:
     """Every finished trial as a row: objectives, metrics and one column per layer's head count."""
     from search.export import render
@@ -332,14 +336,16 @@ def export(
 @app.command()
 def train(
     schedule: str = typer.Argument(..., help="head schedule HEADSxLAYERS, e.g. 1x2,2x2; or 'uniform' (the config's baseline)"),
-    config: Optional[str] = typer.Option(None, "--config", help="study TOML whose [model], [train], [data] to use (default: built-in defaults)"),
-    corpus: Optional[str] = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="bytes | bpe"),
-    vocab_size: Optional[int] = typer.Option(None, "--vocab-size", help="BPE size, or the declared vocab of token files"),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="training steps"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
+    config: str | None = typer.Option(
+        None, "--config", help="study TOML whose [model], [train], [data] to use (default: built-in defaults)"
+    ),
+    corpus: str | None = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help="bytes | bpe"),
+    vocab_size: int | None = typer.Option(None, "--vocab-size", help="BPE size, or the declared vocab of token files"),
+    steps: int | None = typer.Option(None, "--steps", min=1, help="training steps"),
+    seed: int | None = typer.Option(None, "--seed"),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
-    save: Optional[str] = typer.Option(None, "--save", help="write the checkpoint to this directory"),
+    save: str | None = typer.Option(None, "--save", help="write the checkpoint to this directory"),
     analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
     as_json: bool = typer.Option(False, "--json", help="print the result record as JSON"),
 ) -> None:
@@ -347,8 +353,7 @@ def train(
     from prism.analysis import format_profile
     from search.runner.single import resolve, train_single
 
-    overrides = {"data.corpus": corpus, "data.tokenizer": tokenizer, "data.vocab_size": vocab_size,
-                 "train.steps": steps, "seed": seed}
+    overrides = {"data.corpus": corpus, "data.tokenizer": tokenizer, "data.vocab_size": vocab_size, "train.steps": steps, "seed": seed}
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
     if as_json:
@@ -356,10 +361,16 @@ def train(
     else:
         r = run.result
         table = Table(title=f"train {r.schedule}", show_header=False)
-        for label, value in (("final val loss", f"{r.final_val_loss:.4f}"), ("steps", r.steps), ("tokens", r.tokens),
-                             ("tokens/s", f"{r.tokens_per_s:,.0f}"), ("params", f"{r.n_params:,}"),
-                             ("FLOPs/token", f"{r.flops_per_token:,}"), ("wall time", f"{r.wall_time_s:.1f} s"),
-                             ("checkpoint", r.extra.get("checkpoint", "-"))):
+        for label, value in (
+            ("final val loss", f"{r.final_val_loss:.4f}"),
+            ("steps", r.steps),
+            ("tokens", r.tokens),
+            ("tokens/s", f"{r.tokens_per_s:,.0f}"),
+            ("params", f"{r.n_params:,}"),
+            ("FLOPs/token", f"{r.flops_per_token:,}"),
+            ("wall time", f"{r.wall_time_s:.1f} s"),
+            ("checkpoint", r.extra.get("checkpoint", "-")),
+        ):
             table.add_row(label, str(value))
         console.print(table)
     if run.profile is not None:
@@ -379,8 +390,10 @@ def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-se
 
 @app.command()
 def dashboard(
-    storage: Optional[str] = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
-    host: str = typer.Option("127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"),
+    storage: str | None = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"
+    ),
     port: int = typer.Option(8080, "--port", min=0, max=65535),
     stock: bool = typer.Option(False, "--optuna", help="serve the stock optuna-dashboard on the same storage instead"),
 ) -> None:
@@ -405,7 +418,7 @@ def dashboard(
 def report(
     name: str = typer.Argument(..., help="study name"),
     output: str = typer.Option("report.html", "-o", "--output", help="HTML file to write"),
-    storage: Optional[str] = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    storage: str | None = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
@@ -418,8 +431,8 @@ def report(
 def audit(
     source: str = typer.Argument(..., help="STUDY:TRIAL, a checkpoint folder, or a local Hugging Face GPT-2 folder"),
     output: str = typer.Option("profile.json", "-o", "--output", help="the JSON profile"),
-    html: Optional[str] = typer.Option(None, "--html", help="the plotly report (default: the profile's name with .html)"),
-    storage: Optional[str] = StorageOpt,
+    html: str | None = typer.Option(None, "--html", help="the plotly report (default: the profile's name with .html)"),
+    storage: str | None = StorageOpt,
 ) -> None:
     """Per-layer geometry of a model on fixed probe texts, and its transition zones."""
     from pathlib import Path

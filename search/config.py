@@ -56,9 +56,7 @@ class ModelSection(_section_of(ModelConfig)):  # type: ignore[misc]  # a base bu
 class SpaceSection(_Section):
     family: Literal[tuple(FAMILIES)] = "ramp"  # type: ignore[valid-type]  # the registry's names
     baseline_heads: int | None = Field(None, gt=0, description="uniform baseline head count; default: head dim 64")
-    references: list[str] = Field(
-        default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp"
-    )
+    references: list[str] = Field(default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp")
     late_zone: tuple[float, float] = Field(DEFAULT_LATE_ZONE, description="ramp+late: relative depths of the 2nd rise")
 
     @field_validator("late_zone")
@@ -81,8 +79,10 @@ class TrainSection(_section_of(TrainConfig, exclude=("seed", "device"))):  # typ
 
 
 class DataSection(_Section):
-    corpus: str = Field("shakespeare", description="built-in name, or a text file/folder/glob, .bin file, "
-                                                   "train.bin+val.bin folder or datasets save_to_disk folder")
+    corpus: str = Field(
+        "shakespeare",
+        description="built-in name, or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
+    )
     val_fraction: float = Field(0.1, gt=0, lt=0.5)
     tokenizer: Literal["bytes", "bpe"] = "bytes"
     vocab_size: int | None = Field(None, gt=0, description="BPE size (default 4096), or the declared vocab of token files")
@@ -116,7 +116,9 @@ class SearchSection(_Section):
     reduction_factor: int = Field(3, ge=2)
     baseline_seeds: int = Field(3, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
     max_failed_trials: int = Field(3, ge=0, description="stop the run after this many failed trials")
-    prior_strength: float = Field(0.5, ge=0, le=1, description="with --prior: chance that an early proposal's parameter is drawn near a prior schedule")
+    prior_strength: float = Field(
+        0.5, ge=0, le=1, description="with --prior: chance that an early proposal's parameter is drawn near a prior schedule"
+    )
     objectives: list[Literal["val_loss", "tokens_per_s"]] = Field(["val_loss"], description="val_loss first")
     population_size: int = Field(8, ge=2, description="nsga2: individuals per generation")
     min_throughput_ratio: float | None = Field(None, gt=0, description="tokens/s vs uniform a schedule must reach")
@@ -185,7 +187,10 @@ class StudyConfig(_Section):
     n_trials: int = Field(10, gt=0)
     storage: str = DEFAULT_STORAGE
     keep_checkpoints: Literal["best", "all", "none"] = Field(
-        "none", description="trained models to keep: the best trial's (and the Pareto front's) with the paired baseline's, every trial's (pruned ones too), or none")
+        "none",
+        description="trained models to keep: the best trial's (and the Pareto front's) with the paired baseline's,"
+        " every trial's (pruned ones too), or none",
+    )
     checkpoint_dir: str = Field("checkpoints", validate_default=True, description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
     model: ModelSection = ModelSection()
     space: SpaceSection = SpaceSection()

@@ -8,12 +8,23 @@ import json
 
 import optuna
 
-from search.storage.records import DUPLICATE_ATTR
 from search.constraints import is_feasible
+from search.storage.records import DUPLICATE_ATTR
 from search.study import FINISHED, stored_config
 
-_ATTRS = ("role", "seed", "schedule", "tokens_per_s", "throughput_ratio", "n_params", "flops_per_token",
-          "pruned_at_tokens", "pruned_at_rung", DUPLICATE_ATTR, "reference")
+_ATTRS = (
+    "role",
+    "seed",
+    "schedule",
+    "tokens_per_s",
+    "throughput_ratio",
+    "n_params",
+    "flops_per_token",
+    "pruned_at_tokens",
+    "pruned_at_rung",
+    DUPLICATE_ATTR,
+    "reference",
+)
 
 
 def rows(study: optuna.Study) -> list[dict]:

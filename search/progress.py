@@ -66,7 +66,9 @@ class Progress:
         now = time.monotonic()
         for number, r in sorted(self.running.items()):
             table.add_row(
-                str(number), r.role, r.schedule,
+                str(number),
+                r.role,
+                r.schedule,
                 f"{r.point.tokens:,}" if r.point else "-",
                 f"{r.point.val_loss:.4f}" if r.point else "-",
                 f"{now - r.started:.0f}s",
@@ -75,8 +77,12 @@ class Progress:
         best = f"{self.best[1]} ({self.best[0]:.4f})" if self.best else "-"
         totals = Table.grid(padding=(0, 2))
         totals.add_row(
-            f"done {done}/{self.target}", f"running {len(self.running)}", f"pruned {self.counts['PRUNED']}",
-            f"failed {self.counts['FAIL']}", f"best {best}", f"ETA {self._eta()}",
+            f"done {done}/{self.target}",
+            f"running {len(self.running)}",
+            f"pruned {self.counts['PRUNED']}",
+            f"failed {self.counts['FAIL']}",
+            f"best {best}",
+            f"ETA {self._eta()}",
         )
         return Group(table, totals)
 

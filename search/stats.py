@@ -135,8 +135,9 @@ class RungAgreement:
         return f"pruning at {tokens_text(self.tokens)} tokens is unreliable: {' and '.join(why)}"
 
 
-def rung_fidelity(curves: list[dict[int, float]], finals: list[float], reduction_factor: int,
-                  n_boot: int = 2000, seed: int = 0) -> list[RungAgreement] | None:
+def rung_fidelity(
+    curves: list[dict[int, float]], finals: list[float], reduction_factor: int, n_boot: int = 2000, seed: int = 0
+) -> list[RungAgreement] | None:
     """Agreement of each evaluation point (tokens) with the final loss, over finished trials' full curves.
 
     `curves[i]` maps training tokens to val loss of trial i, `finals[i]` is its final val loss. Points are the

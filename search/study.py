@@ -21,13 +21,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from prism import CorpusError, Schedule, allowed_head_counts, load_corpus
 from search import samplers
-from search.storage.records import DUPLICATE_ATTR
 from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig, parse_config
 from search.constraints import is_feasible
 from search.early_stopping import budget_tokens
 from search.families import ScheduleFamily, make_family
 from search.references import Reference, parse_reference
 from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
+from search.storage.records import DUPLICATE_ATTR
 
 ATTR_CONFIG = "prism.config"
 ATTR_FINGERPRINT = "prism.corpus_fingerprint"
@@ -98,9 +98,12 @@ def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
 def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, fingerprint: str) -> optuna.Study:
     """Create the study (baseline and references enqueued) or reopen it after checking nothing drifted."""
     study = optuna.create_study(
-        study_name=config.name, storage=storage, load_if_exists=True,
+        study_name=config.name,
+        storage=storage,
+        load_if_exists=True,
         directions=[OBJECTIVES[o] for o in config.search.objectives],
-        sampler=make_sampler(config), pruner=make_pruner(config),
+        sampler=make_sampler(config),
+        pruner=make_pruner(config),
     )
     if ATTR_CONFIG in study.user_attrs:
         previous = stored_config(study)
@@ -158,6 +161,7 @@ class GapReport:
 
     def text(self, next_step: str = "") -> str:
         """The confirmed gap first when there is one, then the search-seed value it was selected on."""
+
         def said(gap: PairedGap) -> str:
             return gap.text(next_step) + (f" {gap.verdict}" if gap.low is not None else "")
 
@@ -220,7 +224,8 @@ def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[Froze
     config = config or stored_config(study)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     paired = [
-        t for t in complete
+        t
+        for t in complete
         if t.user_attrs.get("seed", config.seed) == config.seed and t.user_attrs.get("role") != "confirm" and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
@@ -244,7 +249,8 @@ def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
     the cache shares its original's values, and the same schedule at the same seed is the same run."""
     return {
         (t.user_attrs["schedule"], t.user_attrs["seed"]): val_loss(t)
-        for t in trials if t.state == TrialState.COMPLETE and t.values and "schedule" in t.user_attrs and "seed" in t.user_attrs
+        for t in trials
+        if t.state == TrialState.COMPLETE and t.values and "schedule" in t.user_attrs and "seed" in t.user_attrs
     }
 
 
@@ -276,12 +282,15 @@ def confirmation_rows(trials: list[FrozenTrial], baseline: str) -> list[dict]:
     rows = []
     for schedule in schedules:
         values = [runs[(schedule, s)] for s in sorted(seeds) if (schedule, s) in runs]
-        rows.append({
-            "schedule": schedule, "seeds": len(values),
-            "val_loss_mean": statistics.fmean(values) if values else None,
-            "val_loss_std": statistics.stdev(values) if len(values) >= 2 else None,
-            "gap": paired_gap(paired_diffs(runs, schedule, baseline, seeds)) if schedule != baseline else None,
-        })
+        rows.append(
+            {
+                "schedule": schedule,
+                "seeds": len(values),
+                "val_loss_mean": statistics.fmean(values) if values else None,
+                "val_loss_std": statistics.stdev(values) if len(values) >= 2 else None,
+                "gap": paired_gap(paired_diffs(runs, schedule, baseline, seeds)) if schedule != baseline else None,
+            }
+        )
     return sorted(rows, key=lambda r: (r["schedule"] != baseline, r["val_loss_mean"] if r["val_loss_mean"] is not None else math.inf))
 
 
@@ -324,9 +333,14 @@ def summarize(study: optuna.Study) -> Summary:
     baselines = [val_loss(t) for t in complete if t.user_attrs.get("role") == "baseline"]
     n_schedules = len({t.user_attrs.get("schedule") for t in competing})
     references = [
-        {"name": t.user_attrs.get("reference", t.user_attrs["schedule"]), "schedule": t.user_attrs["schedule"],
-         "val_loss": val_loss(t), "gap": gap_report(runs, t.user_attrs["schedule"], baseline, confirm_seeds)}
-        for t in complete if t.user_attrs.get("role") == "reference"
+        {
+            "name": t.user_attrs.get("reference", t.user_attrs["schedule"]),
+            "schedule": t.user_attrs["schedule"],
+            "val_loss": val_loss(t),
+            "gap": gap_report(runs, t.user_attrs["schedule"], baseline, confirm_seeds),
+        }
+        for t in complete
+        if t.user_attrs.get("role") == "reference"
     ]
     pareto = [
         {"number": t.number, "schedule": t.user_attrs.get("schedule"), **dict(zip(config.search.objectives, t.values))}

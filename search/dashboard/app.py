@@ -14,8 +14,8 @@ import socketserver
 import sys
 import threading
 import traceback
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 from urllib.parse import parse_qs, unquote
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -98,8 +98,14 @@ class Dashboard:
             message = mask_url(str(e).splitlines()[0]) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
             status = "503 Service Unavailable"
-            body = pages.error_page("503", "Database unreachable", message, self.masked,
-                                    "Start the database or fix <code>--storage</code>, then reload this page.", root)
+            body = pages.error_page(
+                "503",
+                "Database unreachable",
+                message,
+                self.masked,
+                "Start the database or fix <code>--storage</code>, then reload this page.",
+                root,
+            )
             kind = "text/html"
         except Exception:  # a bug: log it for the operator, show a page without internals to the browser
             log.error("dashboard error on %s\n%s", path, mask_url(traceback.format_exc().rstrip()))
@@ -140,6 +146,7 @@ class Dashboard:
 
 # -- serving ----------------------------------------------------------------------------------------------
 
+
 class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
@@ -152,8 +159,10 @@ class _QuietHandler(WSGIRequestHandler):
 def bind_warning(host: str) -> str | None:
     if host in LOCAL_HOSTS:
         return None
-    return (f"warning: the dashboard is bound to {host}, not 127.0.0.1: anyone who can reach this port can read every "
-            "study in the storage (there is no login); bind 127.0.0.1 and use an SSH tunnel for remote viewing")
+    return (
+        f"warning: the dashboard is bound to {host}, not 127.0.0.1: anyone who can reach this port can read every "
+        "study in the storage (there is no login); bind 127.0.0.1 and use an SSH tunnel for remote viewing"
+    )
 
 
 def make_server_for(storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Dashboard | None = None) -> WSGIServer:

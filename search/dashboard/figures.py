@@ -45,8 +45,13 @@ def _time(t: datetime) -> str:
 
 def _layout(fig: Figure, title: str, x: str, y: str, **kw) -> Figure:
     fig["layout"].update(
-        title=dict(text=title), height=kw.pop("height", 400), margin=dict(l=60, r=20, t=50, b=40),
-        legend=dict(orientation="h", y=-0.3), paper_bgcolor="white", plot_bgcolor="white", **kw,
+        title=dict(text=title),
+        height=kw.pop("height", 400),
+        margin=dict(l=60, r=20, t=50, b=40),
+        legend=dict(orientation="h", y=-0.3),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        **kw,
     )
     for axis, text in (("xaxis", x), ("yaxis", y)):
         fig["layout"].setdefault(axis, {}).update(title=dict(text=text), gridcolor="#eaeaea", zerolinecolor="#cccccc", automargin=True)
@@ -63,11 +68,19 @@ def _by_role(rows: list[TrialRow], x, y) -> list[dict]:
     for role, (symbol, colour, size) in ROLE_STYLE.items():
         mine = [r for r in rows if r.role == role] if role != "search" else [r for r in rows if r.role not in ("baseline", "reference")]
         if mine:
-            traces.append(dict(type="scatter", 
-                x=[x(r) for r in mine], y=[y(r) for r in mine], mode="markers", name=role,
-                marker=dict(symbol=symbol, color=colour, size=size, line=dict(width=0.5, color="white")),
-                customdata=[r.number for r in mine], text=[_label(r) for r in mine], hoverinfo="text",
-            ))
+            traces.append(
+                dict(
+                    type="scatter",
+                    x=[x(r) for r in mine],
+                    y=[y(r) for r in mine],
+                    mode="markers",
+                    name=role,
+                    marker=dict(symbol=symbol, color=colour, size=size, line=dict(width=0.5, color="white")),
+                    customdata=[r.number for r in mine],
+                    text=[_label(r) for r in mine],
+                    hoverinfo="text",
+                )
+            )
     return traces
 
 
@@ -76,6 +89,7 @@ def _complete(view: StudyView) -> list[TrialRow]:
 
 
 # -- study figures --------------------------------------------------------------------------------------
+
 
 def history(view: StudyView) -> Figure | None:
     """Val loss of every completed search trial by trial number, with the best so far (confirmation runs left out)."""
@@ -88,7 +102,9 @@ def history(view: StudyView) -> Figure | None:
         best = min(best, r.val_loss)
         xs.append(r.number)
         ys.append(best)
-    fig.add_trace(dict(type="scatter", x=xs, y=ys, mode="lines", name="best so far", line=dict(shape="hv", color="#55a868"), hoverinfo="skip"))
+    fig.add_trace(
+        dict(type="scatter", x=xs, y=ys, mode="lines", name="best so far", line=dict(shape="hv", color="#55a868"), hoverinfo="skip")
+    )
     return _layout(fig, "Optimisation history", "trial", "val loss")
 
 
@@ -101,12 +117,20 @@ def pareto(view: StudyView) -> Figure | None:
     fig = Figure(_by_role(done, lambda r: r.tokens_per_s, lambda r: r.val_loss))
     title = pareto_title(view)
     front = sorted((done[i] for i in pareto_front([(r.val_loss, r.tokens_per_s) for r in done])), key=lambda r: r.tokens_per_s)
-    fig.add_trace(dict(type="scatter", 
-        x=[r.tokens_per_s for r in front], y=[r.val_loss for r in front], mode="lines+markers",
-        name="Pareto front" if title.startswith("Pareto") else "non-dominated (throughput not optimised)",
-        line=dict(color="#c44e52", dash="dot"), marker=dict(size=5, color="#c44e52"),
-        customdata=[r.number for r in front], text=[_label(r) for r in front], hoverinfo="text",
-    ))
+    fig.add_trace(
+        dict(
+            type="scatter",
+            x=[r.tokens_per_s for r in front],
+            y=[r.val_loss for r in front],
+            mode="lines+markers",
+            name="Pareto front" if title.startswith("Pareto") else "non-dominated (throughput not optimised)",
+            line=dict(color="#c44e52", dash="dot"),
+            marker=dict(size=5, color="#c44e52"),
+            customdata=[r.number for r in front],
+            text=[_label(r) for r in front],
+            hoverinfo="text",
+        )
+    )
     return _layout(fig, f"{title}: val loss × throughput", "training tokens/s (higher is better)", "val loss (lower is better)")
 
 
@@ -120,17 +144,40 @@ def fidelity(view: StudyView) -> Figure | None:
     rungs = view.summary.fidelity if view.summary else None
     if not rungs:
         return None
-    fig = Figure(dict(type="scatter",
-        x=[r.tokens for r in rungs], y=[r.rank.rho for r in rungs], mode="lines+markers", name="Spearman rho",
-        error_y=dict(type="data", symmetric=False, array=[r.rank.high - r.rank.rho for r in rungs],
-                     arrayminus=[r.rank.rho - r.rank.low for r in rungs], color="#555555"),
-        marker=dict(size=9, color=["#3b6fb6" if r.reliable else "#c44e52" for r in rungs]), line=dict(color="#3b6fb6"),
-        text=[f"{tokens_text(r.tokens)} tokens: {r.text()}" for r in rungs], hoverinfo="text",
-    ))
-    fig.add_trace(dict(type="scatter", x=[rungs[0].tokens, rungs[-1].tokens], y=[RELIABLE_RHO] * 2, mode="lines",
-                       name=f"rho {RELIABLE_RHO}: below it a rung ranks unlike the final loss", line=dict(color="#c44e52", dash="dot")))
+    fig = Figure(
+        dict(
+            type="scatter",
+            x=[r.tokens for r in rungs],
+            y=[r.rank.rho for r in rungs],
+            mode="lines+markers",
+            name="Spearman rho",
+            error_y=dict(
+                type="data",
+                symmetric=False,
+                array=[r.rank.high - r.rank.rho for r in rungs],
+                arrayminus=[r.rank.rho - r.rank.low for r in rungs],
+                color="#555555",
+            ),
+            marker=dict(size=9, color=["#3b6fb6" if r.reliable else "#c44e52" for r in rungs]),
+            line=dict(color="#3b6fb6"),
+            text=[f"{tokens_text(r.tokens)} tokens: {r.text()}" for r in rungs],
+            hoverinfo="text",
+        )
+    )
+    fig.add_trace(
+        dict(
+            type="scatter",
+            x=[rungs[0].tokens, rungs[-1].tokens],
+            y=[RELIABLE_RHO] * 2,
+            mode="lines",
+            name=f"rho {RELIABLE_RHO}: below it a rung ranks unlike the final loss",
+            line=dict(color="#c44e52", dash="dot"),
+        )
+    )
     fig.update_yaxes(range=[-1.05, 1.05])
-    return _layout(fig, "Rung fidelity: does an early val loss rank trials like the final one?", "training tokens", "Spearman rho with final val loss")
+    return _layout(
+        fig, "Rung fidelity: does an early val loss rank trials like the final one?", "training tokens", "Spearman rho with final val loss"
+    )
 
 
 def importance(view: StudyView) -> Figure | None:
@@ -139,10 +186,17 @@ def importance(view: StudyView) -> Figure | None:
     if scores is None:
         return None
     layers = list(scores)
-    fig = Figure(dict(type="bar", 
-        x=[f"layer {i}" for i in layers], y=[scores[i] for i in layers], marker_color="#3b6fb6",
-        text=[f"{scores[i]:.2f}" for i in layers], textposition="outside", hovertemplate="%{x}: %{y:.3f}<extra></extra>",
-    ))
+    fig = Figure(
+        dict(
+            type="bar",
+            x=[f"layer {i}" for i in layers],
+            y=[scores[i] for i in layers],
+            marker_color="#3b6fb6",
+            text=[f"{scores[i]:.2f}" for i in layers],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+        )
+    )
     return _layout(fig, "Per-layer importance of the head count (PED-ANOVA)", "layer", "importance (sums to 1)", showlegend=False)
 
 
@@ -154,12 +208,19 @@ def heatmap(view: StudyView) -> Figure | None:
     n_layer = max(len(r.heads) for r in done)
     z = [[math.log2(h) for h in r.heads] + [None] * (n_layer - len(r.heads)) for r in done]
     text = [[f"{h} heads" for h in r.heads] for r in done]
-    fig = Figure(dict(type="heatmap", 
-        z=z, x=[f"L{i}" for i in range(n_layer)], y=list(range(1, len(done) + 1)), colorscale="Viridis",
-        customdata=[[r.number] * n_layer for r in done], text=text,
-        hovertemplate="rank %{y}: trial %{customdata}<br>%{x}: %{text}<extra></extra>",
-        colorbar=dict(title=dict(text="log2 heads")),
-    ))
+    fig = Figure(
+        dict(
+            type="heatmap",
+            z=z,
+            x=[f"L{i}" for i in range(n_layer)],
+            y=list(range(1, len(done) + 1)),
+            colorscale="Viridis",
+            customdata=[[r.number] * n_layer for r in done],
+            text=text,
+            hovertemplate="rank %{y}: trial %{customdata}<br>%{x}: %{text}<extra></extra>",
+            colorbar=dict(title=dict(text="log2 heads")),
+        )
+    )
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, "Schedules sorted by val loss (rank 1 = best)", "layer", "rank", height=max(380, min(900, 40 + 14 * len(done))))
 
@@ -181,24 +242,51 @@ def curves(view: StudyView) -> Figure | None:
                 ys.append(loss)
                 ids.append(r.number)
             xs.append(None), ys.append(None), ids.append(None)
-        fig.add_trace(dict(type="scatter",  # hover via a template, not a string per point: 5,000 trials stay small
-            x=xs, y=ys, mode="lines+markers", name=state.lower(), customdata=ids,
-            hovertemplate=f"trial %{{customdata}} ({state.lower()})<br>%{{x:,}} tokens: %{{y:.4f}}<extra></extra>",
-            line=dict(width=1, color=STATE_COLOUR[state]), marker=dict(size=4), opacity=0.7, connectgaps=False,
-        ))
+        fig.add_trace(
+            dict(
+                type="scatter",  # hover via a template, not a string per point: 5,000 trials stay small
+                x=xs,
+                y=ys,
+                mode="lines+markers",
+                name=state.lower(),
+                customdata=ids,
+                hovertemplate=f"trial %{{customdata}} ({state.lower()})<br>%{{x:,}} tokens: %{{y:.4f}}<extra></extra>",
+                line=dict(width=1, color=STATE_COLOUR[state]),
+                marker=dict(size=4),
+                opacity=0.7,
+                connectgaps=False,
+            )
+        )
         if state == "PRUNED":
             ends = [r for r in mine if r.curve]
-            fig.add_trace(dict(type="scatter", 
-                x=[r.curve[-1][0] for r in ends], y=[r.curve[-1][1] for r in ends], mode="markers", name="pruned here",
-                marker=dict(symbol="x", size=9, color=STATE_COLOUR["PRUNED"]), customdata=[r.number for r in ends],
-                text=[f"trial {r.number} pruned at {r.curve[-1][0]:,.0f} tokens" for r in ends], hoverinfo="text",
-            ))
+            fig.add_trace(
+                dict(
+                    type="scatter",
+                    x=[r.curve[-1][0] for r in ends],
+                    y=[r.curve[-1][1] for r in ends],
+                    mode="markers",
+                    name="pruned here",
+                    marker=dict(symbol="x", size=9, color=STATE_COLOUR["PRUNED"]),
+                    customdata=[r.number for r in ends],
+                    text=[f"trial {r.number} pruned at {r.curve[-1][0]:,.0f} tokens" for r in ends],
+                    hoverinfo="text",
+                )
+            )
     base = view.baseline
     if base is not None and base.curve:
-        fig.add_trace(dict(type="scatter", 
-            x=[c[0] for c in base.curve], y=[c[1] for c in base.curve], mode="lines+markers", name=f"uniform baseline (trial {base.number})",
-            line=dict(width=3, color="#111111"), customdata=[base.number] * len(base.curve), text=[_label(base)] * len(base.curve), hoverinfo="text",
-        ))
+        fig.add_trace(
+            dict(
+                type="scatter",
+                x=[c[0] for c in base.curve],
+                y=[c[1] for c in base.curve],
+                mode="lines+markers",
+                name=f"uniform baseline (trial {base.number})",
+                line=dict(width=3, color="#111111"),
+                customdata=[base.number] * len(base.curve),
+                text=[_label(base)] * len(base.curve),
+                hoverinfo="text",
+            )
+        )
     return _layout(fig, "Learning curves", "training tokens", "val loss")
 
 
@@ -220,11 +308,20 @@ def timeline(view: StudyView) -> Figure | None:
             xs += [_time(r.start), _time(end), None]
             ys += [r.worker or "unknown"] * 2 + [None]
             ids += [r.number, r.number, None]
-        fig.add_trace(dict(type="scatter",
-            x=xs, y=ys, mode="lines+markers", name=state.lower(), line=dict(width=10, color=colour),
-            marker=dict(size=3, color=colour), customdata=ids, connectgaps=False,
-            hovertemplate=f"trial %{{customdata}} ({state.lower()})<br>%{{x}}<br>%{{y}}<extra></extra>",
-        ))
+        fig.add_trace(
+            dict(
+                type="scatter",
+                x=xs,
+                y=ys,
+                mode="lines+markers",
+                name=state.lower(),
+                line=dict(width=10, color=colour),
+                marker=dict(size=3, color=colour),
+                customdata=ids,
+                connectgaps=False,
+                hovertemplate=f"trial %{{customdata}} ({state.lower()})<br>%{{x}}<br>%{{y}}<extra></extra>",
+            )
+        )
     fig.update_yaxes(categoryorder="array", categoryarray=workers)
     return _layout(fig, "Worker timeline", "time", "worker", height=max(300, 120 + 40 * len(workers)))
 
@@ -245,43 +342,78 @@ def study_figures(view: StudyView) -> list[tuple[str, Figure | None, str]]:
 
 # -- trial figures --------------------------------------------------------------------------------------
 
+
 def schedule_diagram(row: TrialRow, baseline: TrialRow | None, d_model: int | None = None) -> Figure | None:
     """Heads per layer, labelled heads x head dim, against the uniform baseline's."""
     if not row.heads:
         return None
     layers = [f"L{i}" for i in range(len(row.heads))]
-    fig = Figure(dict(type="bar", 
-        x=layers, y=list(row.heads), name=f"trial {row.number}: {row.schedule}", marker_color="#3b6fb6",
-        text=[f"{h} × {d_model // h}" if d_model else str(h) for h in row.heads], textposition="outside", customdata=[row.number] * len(layers),
-        hovertemplate="%{x}: %{y} heads<extra></extra>",
-    ))
+    fig = Figure(
+        dict(
+            type="bar",
+            x=layers,
+            y=list(row.heads),
+            name=f"trial {row.number}: {row.schedule}",
+            marker_color="#3b6fb6",
+            text=[f"{h} × {d_model // h}" if d_model else str(h) for h in row.heads],
+            textposition="outside",
+            customdata=[row.number] * len(layers),
+            hovertemplate="%{x}: %{y} heads<extra></extra>",
+        )
+    )
     if baseline is not None and baseline.heads and baseline.number != row.number:
-        fig.add_trace(dict(type="scatter", 
-            x=layers, y=list(baseline.heads), mode="lines+markers", name=f"uniform baseline: {baseline.schedule}",
-            line=dict(color="#111111", dash="dash"), customdata=[baseline.number] * len(layers),
-            hovertemplate="%{x}: %{y} heads (baseline)<extra></extra>",
-        ))
+        fig.add_trace(
+            dict(
+                type="scatter",
+                x=layers,
+                y=list(baseline.heads),
+                mode="lines+markers",
+                name=f"uniform baseline: {baseline.schedule}",
+                line=dict(color="#111111", dash="dash"),
+                customdata=[baseline.number] * len(layers),
+                hovertemplate="%{x}: %{y} heads (baseline)<extra></extra>",
+            )
+        )
     return _layout(fig, "Schedule: heads × head dim per layer", "layer", "heads")
 
 
 def trial_curve(row: TrialRow, baseline: TrialRow | None) -> Figure | None:
     if not row.curve:
         return None
-    fig = Figure(dict(type="scatter", 
-        x=[c[0] for c in row.curve], y=[c[1] for c in row.curve], mode="lines+markers", name=f"trial {row.number}",
-        line=dict(color=STATE_COLOUR.get(row.state, "#3b6fb6")), customdata=[row.number] * len(row.curve),
-    ))
+    fig = Figure(
+        dict(
+            type="scatter",
+            x=[c[0] for c in row.curve],
+            y=[c[1] for c in row.curve],
+            mode="lines+markers",
+            name=f"trial {row.number}",
+            line=dict(color=STATE_COLOUR.get(row.state, "#3b6fb6")),
+            customdata=[row.number] * len(row.curve),
+        )
+    )
     if row.state == "PRUNED":
-        fig.add_trace(dict(type="scatter", 
-            x=[row.curve[-1][0]], y=[row.curve[-1][1]], mode="markers", name="pruned here",
-            marker=dict(symbol="x", size=12, color=STATE_COLOUR["PRUNED"]),
-        ))
+        fig.add_trace(
+            dict(
+                type="scatter",
+                x=[row.curve[-1][0]],
+                y=[row.curve[-1][1]],
+                mode="markers",
+                name="pruned here",
+                marker=dict(symbol="x", size=12, color=STATE_COLOUR["PRUNED"]),
+            )
+        )
     if baseline is not None and baseline.curve and baseline.number != row.number:
-        fig.add_trace(dict(type="scatter", 
-            x=[c[0] for c in baseline.curve], y=[c[1] for c in baseline.curve], mode="lines+markers",
-            name=f"uniform baseline (trial {baseline.number})", line=dict(color="#111111", dash="dash"),
-            customdata=[baseline.number] * len(baseline.curve),
-        ))
+        fig.add_trace(
+            dict(
+                type="scatter",
+                x=[c[0] for c in baseline.curve],
+                y=[c[1] for c in baseline.curve],
+                mode="lines+markers",
+                name=f"uniform baseline (trial {baseline.number})",
+                line=dict(color="#111111", dash="dash"),
+                customdata=[baseline.number] * len(baseline.curve),
+            )
+        )
     return _layout(fig, "Learning curve against the paired uniform baseline", "training tokens", "val loss")
 
 
@@ -304,15 +436,28 @@ def audit_profiles(row: TrialRow, baseline: TrialRow | None) -> list[tuple[str, 
         mine = [(a.get("layer", i), a.get(key)) for i, a in enumerate(row.audit)]
         if all(v is None for _, v in mine):
             continue
-        fig = Figure(dict(type="scatter", 
-            x=[l for l, _ in mine], y=[v for _, v in mine], mode="lines+markers", name=f"trial {row.number}", line=dict(color="#3b6fb6"),
-        ))
+        fig = Figure(
+            dict(
+                type="scatter",
+                x=[l for l, _ in mine],
+                y=[v for _, v in mine],
+                mode="lines+markers",
+                name=f"trial {row.number}",
+                line=dict(color="#3b6fb6"),
+            )
+        )
         if baseline is not None and baseline.audit and baseline.number != row.number:
             base = [(a.get("layer", i), a.get(key)) for i, a in enumerate(baseline.audit)]
-            fig.add_trace(dict(type="scatter", 
-                x=[l for l, _ in base], y=[v for _, v in base], mode="lines+markers",
-                name=f"uniform baseline (trial {baseline.number})", line=dict(color="#111111", dash="dash"),
-            ))
+            fig.add_trace(
+                dict(
+                    type="scatter",
+                    x=[l for l, _ in base],
+                    y=[v for _, v in base],
+                    mode="lines+markers",
+                    name=f"uniform baseline (trial {baseline.number})",
+                    line=dict(color="#111111", dash="dash"),
+                )
+            )
         _layout(fig, title, "layer", title, height=320)
         fig["layout"]["xaxis"]["dtick"] = 1
         figs.append((f"audit-{key}", fig))

@@ -6,7 +6,7 @@ so the study page served live and the offline report are the same template with 
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from urllib.parse import quote
 
@@ -19,9 +19,15 @@ from search.stats import tokens_text
 
 REFRESH_MS = 5000
 _TITLES = {
-    "history": "Optimisation history", "pareto": "Pareto front", "importance": "Per-layer importance",
-    "heatmap": "Schedule heatmap", "curves": "Learning curves", "timeline": "Worker timeline",
-    "schedule": "Schedule", "curve": "Learning curve", "fidelity": "Rung fidelity",
+    "history": "Optimisation history",
+    "pareto": "Pareto front",
+    "importance": "Per-layer importance",
+    "heatmap": "Schedule heatmap",
+    "curves": "Learning curves",
+    "timeline": "Worker timeline",
+    "schedule": "Schedule",
+    "curve": "Learning curve",
+    "fidelity": "Rung fidelity",
 }
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("search.dashboard", "templates"), autoescape=True)
@@ -40,9 +46,15 @@ def _figure(fig_id: str, fig: figs.Figure | None, note: str = "", title: str | N
 
 def _common(storage: str, root: str, live: bool, stamp: str | None, stamp_query: str = "", trial_base: str = "") -> dict:
     return {
-        "storage": storage, "root": root, "live": live, "stamp": stamp, "stamp_query": stamp_query,
-        "trial_base": trial_base, "refresh_ms": REFRESH_MS, "plotly_inline": None if live else plotly_js(),
-        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "storage": storage,
+        "root": root,
+        "live": live,
+        "stamp": stamp,
+        "stamp_query": stamp_query,
+        "trial_base": trial_base,
+        "refresh_ms": REFRESH_MS,
+        "plotly_inline": None if live else plotly_js(),
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
@@ -53,7 +65,9 @@ def _study_path(root: str, name: str) -> str:
 def studies_page(views: list[StudyView], storage: str, root: str = "/") -> str:
     stamp = "-".join(v.stamp for v in views) or "empty"
     return _env.get_template("studies.html").render(
-        studies=views, has_figures=False, **_common(storage, root, True, stamp),
+        studies=views,
+        has_figures=False,
+        **_common(storage, root, True, stamp),
     )
 
 
@@ -63,7 +77,12 @@ def study_page(view: StudyView, storage: str, root: str = "/", live: bool = True
     active = [r for r in view.rows if r.state in ("RUNNING", "FAIL")][-20:]
     titles = {"pareto": figs.pareto_title(view)}
     return _env.get_template("study.html").render(
-        view=view, s=view.summary, best=ranked[:25], active=active, has_figures=True, tokens_text=tokens_text,
+        view=view,
+        s=view.summary,
+        best=ranked[:25],
+        active=active,
+        has_figures=True,
+        tokens_text=tokens_text,
         figures=[_figure(i, f, note, titles.get(i)) for i, f, note in figs.study_figures(view)],
         **_common(storage, root, live, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
     )
@@ -72,17 +91,29 @@ def study_page(view: StudyView, storage: str, root: str = "/", live: bool = True
 def trial_page(view: StudyView, row: TrialRow, storage: str, root: str = "/") -> str:
     baseline = view.baseline_for(row)
     figures = [
-        _figure("schedule", figs.schedule_diagram(row, baseline, view.config.model.d_model if view.config else None), "no schedule recorded"),
+        _figure(
+            "schedule", figs.schedule_diagram(row, baseline, view.config.model.d_model if view.config else None), "no schedule recorded"
+        ),
         _figure("curve", figs.trial_curve(row, baseline), "no evaluation reported yet"),
     ] + [_figure(i, f) for i, f in figs.audit_profiles(row, baseline)]
     return _env.get_template("trial.html").render(
-        view=view, row=row, baseline=baseline, gap=same_budget_gap(row, baseline), tokens_text=tokens_text,
-        figures=figures, has_figures=True,
+        view=view,
+        row=row,
+        baseline=baseline,
+        gap=same_budget_gap(row, baseline),
+        tokens_text=tokens_text,
+        figures=figures,
+        has_figures=True,
         **_common(storage, root, True, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
     )
 
 
 def error_page(status: str, heading: str, message: str, storage: str, hint: str = "", root: str = "/") -> str:
     return _env.get_template("error.html").render(
-        status=status, heading=heading, message=message, hint=hint, has_figures=False, **_common(storage, root, True, None),
+        status=status,
+        heading=heading,
+        message=message,
+        hint=hint,
+        has_figures=False,
+        **_common(storage, root, True, None),
     )

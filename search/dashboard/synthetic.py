@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import optuna
 from optuna.trial import TrialState
 
 from search.config import StudyConfig
-from search.study import ATTR_CONFIG, ATTR_FINGERPRINT, family_for
 from search.dashboard.views import ATTR_AUDIT
+from search.study import ATTR_CONFIG, ATTR_FINGERPRINT, family_for
 
 LOSS_FLOOR = 1.85
 EARLY_HEAD_PENALTY = (0.06, 0.03, 0.01)  # added to val loss when layer 0, 1, 2 has the fewest allowed heads
@@ -32,9 +32,16 @@ def _audit(heads: tuple[int, ...], rng: random.Random) -> list[dict]:
     """A plausible per-layer geometry profile (fewer, wider heads look further back)."""
     n = len(heads)
     return [
-        {"layer": l, "n_heads": h, "mad": 12 / math.sqrt(h) + l + rng.random(), "mad_relative": 0.3 / math.sqrt(h),
-         "attn_entropy": 1.5 + 0.2 * math.log2(h), "matrix_entropy": 0.4 + 0.4 * (l + 1) / n,
-         "token_curvature": 1.2 + 0.05 * l, "depth_curvature": 1.0 + 0.1 * l if l < n - 1 else None}
+        {
+            "layer": l,
+            "n_heads": h,
+            "mad": 12 / math.sqrt(h) + l + rng.random(),
+            "mad_relative": 0.3 / math.sqrt(h),
+            "attn_entropy": 1.5 + 0.2 * math.log2(h),
+            "matrix_entropy": 0.4 + 0.4 * (l + 1) / n,
+            "token_curvature": 1.2 + 0.05 * l,
+            "depth_curvature": 1.0 + 0.1 * l if l < n - 1 else None,
+        }
         for l, h in enumerate(heads)
     ]
 
@@ -67,7 +74,7 @@ def synthetic_study(
         scratch.enqueue_trial(family.params_for(baseline), user_attrs={"role": "baseline", "seed": config.seed + k})
     evals = max(1, config.train.steps // config.train.eval_every)
     tokens_per_eval = config.train.eval_every * config.train.batch_size * config.model.block_size
-    clock = [datetime(2026, 1, 1, tzinfo=timezone.utc)] * workers
+    clock = [datetime(2026, 1, 1, tzinfo=UTC)] * workers
     durations: list[tuple[int, timedelta, bool]] = []
     for i in range(n_trials + running + failed):
         trial = scratch.ask()
@@ -94,8 +101,13 @@ def synthetic_study(
             trial.set_user_attr("pruned_at_tokens", curve[-1][0])
         if state in (TrialState.COMPLETE, TrialState.PRUNED):
             steps = len(curve) * config.train.eval_every
-            for key, value in [("tokens_per_s", tps), ("steps", steps), ("tokens", steps * config.train.batch_size * config.model.block_size),
-                               ("wall_time_s", steps * 0.05), ("curve", curve)]:
+            for key, value in [
+                ("tokens_per_s", tps),
+                ("steps", steps),
+                ("tokens", steps * config.train.batch_size * config.model.block_size),
+                ("wall_time_s", steps * 0.05),
+                ("curve", curve),
+            ]:
                 trial.set_user_attr(key, value)
             if audit and (role != "search" or i % 5 == 0):
                 trial.set_user_attr(ATTR_AUDIT, _audit(schedule.heads, rng))

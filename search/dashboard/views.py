@@ -228,6 +228,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
 
 # -- derived quantities ---------------------------------------------------------------------------------
 
+
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the non-dominated points when minimising the first coordinate and maximising the second.
 

@@ -23,19 +23,18 @@ from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
 from search import samplers
-from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.config import StudyConfig
-from search.errors import DatabaseUnavailable, TooManyFailures
 from search.constraints import apply_constraint
+from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
 from search.runner import cache
-from search.study import FINISHED, enqueue, family_for, stored_config
+from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
 from search.storage.records import DUPLICATE_ATTR, result_attrs, schedule_attrs
+from search.study import FINISHED, enqueue, family_for, stored_config
 from search.tracking import make_trackers
-
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
 DB_ERRORS = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
@@ -89,8 +88,15 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
 
 def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optuna.Trial, attempt: int) -> None:
     attrs = trial.user_attrs
-    enqueue(study, family, Schedule.parse(attrs["schedule"]), role=attrs.get("role", "search"),
-            seed=attrs.get("seed", 0), retry_of=trial.number, attempt=attempt)
+    enqueue(
+        study,
+        family,
+        Schedule.parse(attrs["schedule"]),
+        role=attrs.get("role", "search"),
+        seed=attrs.get("seed", 0),
+        retry_of=trial.number,
+        attempt=attempt,
+    )
 
 
 class Stopping(Protocol):
@@ -103,7 +109,12 @@ class Stopping(Protocol):
 
 class Driver:
     def __init__(
-        self, study: optuna.Study, config: StudyConfig, fingerprint: str, progress: Progress | None = None, *,
+        self,
+        study: optuna.Study,
+        config: StudyConfig,
+        fingerprint: str,
+        progress: Progress | None = None,
+        *,
         stopping: Stopping,
         session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
     ):
@@ -169,12 +180,19 @@ class Driver:
     def _spec(self, trial: optuna.Trial, schedule: Schedule, seed: int) -> TrialSpec:
         device = "cuda" if self.config.resources.gpus_per_trial > 0 else "cpu"
         return TrialSpec(
-            study=self.config.name, number=trial.number, schedule=str(schedule),
-            model=self.config.model_config_, train=self.config.train.to_train_config(seed, device),
-            corpus=self.config.data.corpus, val_fraction=self.config.data.val_fraction,
-            corpus_fingerprint=self.fingerprint, threads=self.config.resources.cpus_per_trial,
-            baseline=str(self.config.baseline), probe_steps=self.config.search.throughput_probe_steps,
-            corpus_options=self.config.data.corpus_options(), keep_checkpoints=self.config.keep_checkpoints,
+            study=self.config.name,
+            number=trial.number,
+            schedule=str(schedule),
+            model=self.config.model_config_,
+            train=self.config.train.to_train_config(seed, device),
+            corpus=self.config.data.corpus,
+            val_fraction=self.config.data.val_fraction,
+            corpus_fingerprint=self.fingerprint,
+            threads=self.config.resources.cpus_per_trial,
+            baseline=str(self.config.baseline),
+            probe_steps=self.config.search.throughput_probe_steps,
+            corpus_options=self.config.data.corpus_options(),
+            keep_checkpoints=self.config.keep_checkpoints,
             checkpoint_dir=trial_checkpoint_dir(self.config, trial.number),
         )
 

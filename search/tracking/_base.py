@@ -34,8 +34,12 @@ class TrialRecord:
         attrs = trial.user_attrs
         heads = tuple(attrs[k] for k in sorted(attrs) if k.startswith("heads_"))
         return cls(
-            number=trial.number, state=trial.state.name, schedule=attrs["schedule"], heads=heads,
-            seed=attrs.get("seed", 0), role=attrs.get("role", "search"),
+            number=trial.number,
+            state=trial.state.name,
+            schedule=attrs["schedule"],
+            heads=heads,
+            seed=attrs.get("seed", 0),
+            role=attrs.get("role", "search"),
             value=trial.values[0] if trial.values else None,
             curve=tuple((int(t), float(v)) for t, v in attrs.get("curve", [])),
             metrics={k: float(attrs[k]) for k in METRIC_ATTRS if isinstance(attrs.get(k), (int, float))},
@@ -72,5 +76,11 @@ class Tracker(ABC):
             self.log_trial(study.study_name, TrialRecord.from_trial(trial))
         except Exception as e:  # noqa: BLE001 - any tracker fault: the study goes on
             self.failed = True
-            logger.warning("tracking.%s (%s) failed on trial %d, the study goes on without it: %s: %s",
-                           self.name, self.target, trial.number, type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            logger.warning(
+                "tracking.%s (%s) failed on trial %d, the study goes on without it: %s: %s",
+                self.name,
+                self.target,
+                trial.number,
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )

@@ -47,6 +47,7 @@ class MLflowTracker(Tracker):
         now = int(time.time() * 1000)
         metrics = [Metric("val_loss", v, now, tokens) for tokens, v in record.curve]
         metrics += [Metric(k, v, now, 0) for k, v in record.metrics.items()]
-        self._client.log_batch(run, metrics=metrics, params=[Param(k, str(v)) for k, v in record.params.items()],
-                               tags=[RunTag("schedule", record.schedule)])
+        self._client.log_batch(
+            run, metrics=metrics, params=[Param(k, str(v)) for k, v in record.params.items()], tags=[RunTag("schedule", record.schedule)]
+        )
         self._client.set_terminated(run, status="FINISHED" if record.state == "COMPLETE" else "KILLED")

@@ -17,8 +17,14 @@ class WandbTracker(Tracker):
 
         Path(self.target).mkdir(parents=True, exist_ok=True)
         run = wandb.init(
-            project=study_name, group=study_name, name=record.run_name, job_type=record.role, dir=self.target,
-            config=record.params, mode=os.environ.get("WANDB_MODE", "offline"), reinit="create_new",
+            project=study_name,
+            group=study_name,
+            name=record.run_name,
+            job_type=record.role,
+            dir=self.target,
+            config=record.params,
+            mode=os.environ.get("WANDB_MODE", "offline"),
+            reinit="create_new",
             settings=wandb.Settings(silent=True, console="off", x_disable_stats=True),
         )
         try:

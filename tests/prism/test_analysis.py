@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from prism.analysis import (
     LayerMetrics,
@@ -125,8 +126,7 @@ def test_mad_rejects_bad_shape():
 
 def test_entropy_uniform_and_diagonal():
     T = 10
-    torch.testing.assert_close(attention_entropy(uniform_causal(2, 3, T)),
-                               torch.full((3,), mean_i(lambda i: math.log(i + 1), T)))
+    torch.testing.assert_close(attention_entropy(uniform_causal(2, 3, T)), torch.full((3,), mean_i(lambda i: math.log(i + 1), T)))
     torch.testing.assert_close(attention_entropy(diagonal(2, 3, T)), torch.zeros(3))
     torch.testing.assert_close(attention_entropy(sink(2, 3, T)), torch.zeros(3))
 
@@ -136,10 +136,12 @@ def test_entropy_uniform_and_diagonal():
 def test_attention_metrics_invariant_to_batch_duplication(seed, B, H, T):
     a = random_causal(B, H, T, seed)
     a2 = torch.cat([a, a], dim=0)
-    for f in [mean_attention_distance,
-              lambda x: mean_attention_distance(x, relative=True),
-              lambda x: mean_attention_distance(x, drop_sink=True),
-              attention_entropy]:
+    for f in [
+        mean_attention_distance,
+        lambda x: mean_attention_distance(x, relative=True),
+        lambda x: mean_attention_distance(x, drop_sink=True),
+        attention_entropy,
+    ]:
         torch.testing.assert_close(f(a2), f(a), equal_nan=True)
 
 
@@ -263,8 +265,13 @@ def test_matrix_entropy_rejects_bad_alpha():
 
 
 @FAST
-@given(seed=st.integers(0, 10_000), B=st.integers(1, 3), T=st.integers(2, 12), D=st.integers(2, 12),
-       alpha=st.sampled_from([0.5, 1.0, 2.0, 4.0]))
+@given(
+    seed=st.integers(0, 10_000),
+    B=st.integers(1, 3),
+    T=st.integers(2, 12),
+    D=st.integers(2, 12),
+    alpha=st.sampled_from([0.5, 1.0, 2.0, 4.0]),
+)
 def test_matrix_entropy_in_unit_interval(seed, B, T, D, alpha):
     g = torch.Generator().manual_seed(seed)
     h = torch.randn(B, T, D, generator=g) * torch.rand(1, 1, D, generator=g)
@@ -344,8 +351,9 @@ def test_layer_profile_of_a_real_model_with_known_uniform_attention():
     """Zero q/k weights make every head of a real PrismLM attend uniformly: distance i/2 at row i, entropy log(i+1)."""
     from prism import ModelConfig, PrismLM, Schedule
 
-    cfg = ModelConfig(n_layer=3, d_model=64, block_size=16, dh_min=16, dh_max=64,
-                      positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=False)
+    cfg = ModelConfig(
+        n_layer=3, d_model=64, block_size=16, dh_min=16, dh_max=64, positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=False
+    )
     torch.manual_seed(0)
     model = PrismLM(cfg, Schedule.parse("1x1,2x1,4x1")).eval()
     with torch.no_grad():

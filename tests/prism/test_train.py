@@ -35,8 +35,11 @@ def test_trainer_steps_equal_a_plain_training_loop():
     torch.manual_seed(TCFG.seed)
     model = PrismLM(CFG, schedule)
     groups = [[p for p in model.parameters() if p.dim() >= 2], [p for p in model.parameters() if p.dim() < 2]]
-    opt = torch.optim.AdamW([{"params": groups[0], "weight_decay": TCFG.weight_decay}, {"params": groups[1], "weight_decay": 0.0}],
-                            lr=TCFG.lr, betas=(TCFG.beta1, TCFG.beta2))
+    opt = torch.optim.AdamW(
+        [{"params": groups[0], "weight_decay": TCFG.weight_decay}, {"params": groups[1], "weight_decay": 0.0}],
+        lr=TCFG.lr,
+        betas=(TCFG.beta1, TCFG.beta2),
+    )
     batches = train_batches(corpus, CFG.block_size, TCFG.batch_size, seed=TCFG.seed)
     plain = []
     for step in range(6):

@@ -23,7 +23,7 @@ def test_train_saves_reloads_and_analyzes(tmp_path):
     assert out.exit_code == 0, out.output
     record = json.loads(out.output[: out.output.index("\n}") + 2])
     assert record["schedule"] == "1x1,2x1,4x1" and record["steps"] == 20 and record["final_val_loss"] < 5.6
-    table, legend = out.output[out.output.index("\n}") + 3:].split("\n\n")
+    table, legend = out.output[out.output.index("\n}") + 3 :].split("\n\n")
     table = table.splitlines()
     assert table[0].split()[:3] == ["layer", "depth", "heads"]
     assert [line.split()[0] for line in legend.splitlines()] == table[0].split()  # every column explained

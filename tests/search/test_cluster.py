@@ -220,9 +220,27 @@ def ray_jobs_head():
     env = {**RAY_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # job shells find prism-search
     try:
         subprocess.run(
-            [str(Path(sys.executable).parent / "ray"), "start", "--head", "--port", str(port), "--dashboard-port",
-             str(dashboard), "--dashboard-agent-listen-port", str(agent), "--include-dashboard=true", "--num-cpus", "2", "--temp-dir", temp_dir, "--disable-usage-stats"],
-            env=env, check=True, capture_output=True, timeout=180,
+            [
+                str(Path(sys.executable).parent / "ray"),
+                "start",
+                "--head",
+                "--port",
+                str(port),
+                "--dashboard-port",
+                str(dashboard),
+                "--dashboard-agent-listen-port",
+                str(agent),
+                "--include-dashboard=true",
+                "--num-cpus",
+                "2",
+                "--temp-dir",
+                temp_dir,
+                "--disable-usage-stats",
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
         )
         yield f"http://127.0.0.1:{dashboard}"
     finally:

@@ -19,7 +19,10 @@ def test_tiny_config_loads_with_defaults(tiny_config):
         ({"name": "x", "train": {"steps": 0}}, "train.steps: .*greater than 0"),
         ({"name": "x", "space": {"baseline_heads": 3}}, "space.baseline_heads=3 is not allowed for d_model=128"),
         ({"name": "x", "space": {"references": ["3x6"]}}, "space.references '3x6'.*do not divide d_model=128"),
-        ({"name": "x", "space": {"family": "zigzag"}}, r"space.family: 'zigzag' is not valid; input should be 'ramp', 'ramp\+late', 'free' or 'uniform'"),
+        (
+            {"name": "x", "space": {"family": "zigzag"}},
+            r"space.family: 'zigzag' is not valid; input should be 'ramp', 'ramp\+late', 'free' or 'uniform'",
+        ),
         ({"name": "x", "model": {"d_model": 100}}, "no power-of-two head dim .* divides d_model=100"),
         ({"name": "x", "data": {"corpus": "wiki"}}, "data.corpus: unknown corpus 'wiki'"),
         ({}, "name: required field is missing"),
@@ -65,8 +68,13 @@ def test_bad_search_settings_are_one_line_errors(search, space, message):
 
 
 def test_paper_ramp_reaches_the_baseline_count_by_relative_depth_029():
-    config = parse_config({"name": "x", "model": {"n_layer": 12, "d_model": 256, "dh_min": 32, "dh_max": 256},
-                           "space": {"references": ["paper-ramp", "wide-early=1x4,4x8"]}})
+    config = parse_config(
+        {
+            "name": "x",
+            "model": {"n_layer": 12, "d_model": 256, "dh_min": 32, "dh_max": 256},
+            "space": {"references": ["paper-ramp", "wide-early=1x4,4x8"]},
+        }
+    )
     assert str(config.baseline) == "4x12"  # head dim 64
     refs = references_for(config)
     assert [r.name for r in refs] == ["paper-ramp", "wide-early"]

@@ -48,10 +48,12 @@ def test_tiny_study_runs_prunes_and_is_plain_optuna(ray_local, tiny_config):
 def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config):
     # lr so large that training diverges for real: every trial must end FAIL with the reason stored
     config = tiny_config.model_copy(update={"n_trials": 2})
-    config = config.model_copy(update={
-        "train": config.train.model_copy(update={"lr": 1e6, "grad_clip": 1e9}),
-        "search": config.search.model_copy(update={"max_failed_trials": 1}),
-    })
+    config = config.model_copy(
+        update={
+            "train": config.train.model_copy(update={"lr": 1e6, "grad_clip": 1e9}),
+            "search": config.search.model_copy(update={"max_failed_trials": 1}),
+        }
+    )
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
     with pytest.raises(Exception, match="trials failed"):
@@ -61,9 +63,7 @@ def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config):
 
 
 def _cli(*args, **kw):
-    return subprocess.Popen(
-        [sys.executable, "-m", "search.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw
-    )
+    return subprocess.Popen([sys.executable, "-m", "search.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -99,8 +99,9 @@ def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml, sig):
     assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
     assert "gap to uniform" in out
 
-    status = subprocess.run([sys.executable, "-m", "search.cli", "status", "tiny", "--storage", url, "--json"],
-                            capture_output=True, text=True, check=True)
+    status = subprocess.run(
+        [sys.executable, "-m", "search.cli", "status", "tiny", "--storage", url, "--json"], capture_output=True, text=True, check=True
+    )
     summary = json.loads(status.stdout)[0]
     assert sum(summary["counts"][s] for s in ("COMPLETE", "PRUNED") if s in summary["counts"]) == 6
     assert summary["best_schedule"] and summary["best_gap"]["search"]["n"] >= 1
@@ -124,8 +125,12 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, study_toml, e
     db = tmp_path / "keep.db"
     optuna.create_study(study_name="existing", storage=f"sqlite:///{db}").optimize(lambda t: 1.0, n_trials=1)
     before = _sha(db)
-    result = subprocess.run([sys.executable, "-m", "search.cli", "run", str(study_toml(edit)), "--storage", f"sqlite:///{db}"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "search.cli", "run", str(study_toml(edit)), "--storage", f"sqlite:///{db}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stdout == "" and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert fragment in result.stderr

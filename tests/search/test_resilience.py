@@ -13,13 +13,13 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.runner import driver as driver_module
-from search.progress import Progress
 from search.early_stopping import make_stopping
+from search.progress import Progress
+from search.runner import driver as driver_module
 from search.runner.driver import DatabaseUnavailable, Driver
+from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import open_storage
 from search.study import FINISHED, corpus_fingerprint, open_study
-from search.runner.undelivered import deliver_undelivered, undelivered_path
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
 
@@ -31,8 +31,13 @@ FAST_HEARTBEAT = {"PRISM_SEARCH_HEARTBEAT_S": "1", "PRISM_SEARCH_GRACE_S": "3"}
 def _start(*args, log, **env):
     """Start `prism-search ARGS` in its own process group (so its local Ray can be cleaned up with it)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "search.cli", *args], stdout=log, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, **FAST_HEARTBEAT, **env}, start_new_session=True, cwd=ROOT,
+        [sys.executable, "-m", "search.cli", *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **FAST_HEARTBEAT, **env},
+        start_new_session=True,
+        cwd=ROOT,
     )
 
 

@@ -61,8 +61,10 @@ def test_rung_fidelity_agreement_and_the_successive_halving_cut():
     assert early.tokens == 100 and early.rank.rho == pytest.approx(1.0) and early.kept == 2 and early.best_kept
     assert early.reliable and early.warning() is None
     assert late.tokens == 200 and late.rank.rho == pytest.approx(-1.0) and not late.best_kept
-    assert late.warning() == ("pruning at 200 tokens is unreliable: rank agreement with the final loss may be below 0.5 "
-                              "(interval down to -1.00) and the eventual best would have been pruned")
+    assert late.warning() == (
+        "pruning at 200 tokens is unreliable: rank agreement with the final loss may be below 0.5 "
+        "(interval down to -1.00) and the eventual best would have been pruned"
+    )
     assert rung_fidelity(curves[:3], finals[:3], reduction_factor=3) is None  # too few complete curves
 
 

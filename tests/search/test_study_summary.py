@@ -7,8 +7,8 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 
-from search.storage.records import DUPLICATE_ATTR
 from search.confirm import collect
+from search.storage.records import DUPLICATE_ATTR
 from search.study import ATTR_CONFIG, ATTR_CONFIRMATION, ranked, summarize
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
@@ -21,11 +21,15 @@ def make_study(tiny_config, name="known"):
 
 
 def add(study, schedule, seed, loss, role="search", curve=None, **attrs):
-    study.add_trial(optuna.trial.create_trial(
-        value=loss, params={"x": 0.0}, distributions={"x": FloatDistribution(0, 1)},
-        user_attrs={"schedule": schedule, "seed": seed, "role": role, **attrs},
-        intermediate_values=curve or {},
-    ))
+    study.add_trial(
+        optuna.trial.create_trial(
+            value=loss,
+            params={"x": 0.0},
+            distributions={"x": FloatDistribution(0, 1)},
+            user_attrs={"schedule": schedule, "seed": seed, "role": role, **attrs},
+            intermediate_values=curve or {},
+        )
+    )
 
 
 def searched(study):
@@ -42,8 +46,10 @@ def test_the_best_is_one_pair_selected_from_n_until_confirmed(tiny_config):
     s = summarize(study)
     assert s.best_schedule == "4x3" and s.baseline_value == 2.05  # of 4 schedules on seed 0: uniform, 2 searched, 1 reference
     assert s.best_gap.search.n == 1 and s.best_gap.search.mean == pytest.approx(-0.05) and s.best_gap.confirmed is None
-    assert s.gap_text() == ("-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`), "
-                            "selected as best of 4 schedules (not confirmed)")
+    assert s.gap_text() == (
+        "-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`), "
+        "selected as best of 4 schedules (not confirmed)"
+    )
     assert not s.confirmed and s.uniform_noise_floor == pytest.approx(0.03 / 2**0.5)
     ref = s.references[0]
     assert ref["name"] == "ramp" and ref["gap"].search.mean == pytest.approx(0.05) and ref["gap"].selected_from is None
@@ -64,8 +70,9 @@ def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_c
     assert confirmed.n == 3 and confirmed.mean == pytest.approx(-0.02)
     assert confirmed.low == pytest.approx(-0.04484, abs=1e-5) and confirmed.high == pytest.approx(0.00484, abs=1e-5)
     assert s.best_gap.search.n == 1 and s.best_gap.search.mean == pytest.approx(-0.05)  # the selection seed, apart
-    assert s.gap_text() == ("confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; "
-                            "search seed -0.0500, selected as best of 4 schedules")
+    assert s.gap_text() == (
+        "confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; search seed -0.0500, selected as best of 4 schedules"
+    )
     rows = s.confirmation
     assert [r["schedule"] for r in rows] == [UNIFORM, "4x3"] and [r["seeds"] for r in rows] == [3, 3]
     assert rows[0]["gap"] is None and rows[1]["gap"] == confirmed
@@ -116,7 +123,7 @@ def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_wa
     assert "fidelity at 200 tokens" in out.output and "warning: pruning at 200 tokens is unreliable" in out.output
     assert "noise floor of uniform" in out.output and "σ" not in out.output
     as_json = CliRunner().invoke(app, ["status", "known", *url, "--json"]).stdout
-    summary = json.loads(as_json[as_json.index("["):])[0]
+    summary = json.loads(as_json[as_json.index("[") :])[0]
     assert summary["best_gap"]["confirmed"]["mean"] == pytest.approx(-0.02) and summary["confirmation"][1]["gap"]["n"] == 3
     assert summary["fidelity"][1]["tokens"] == 200 and len(summary["fidelity_warnings"]) == 1
     best = CliRunner().invoke(app, ["best", "known", *url]).stdout
@@ -148,4 +155,5 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
         add(study, "4x3", seed, 1.48 + 0.01 * (seed - 1000), role="confirm")
     assert summarize(study).gap_text() == (
         "confirmed -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`); "
-        "search seed -0.0500, selected as best of 4 schedules")
+        "search seed -0.0500, selected as best of 4 schedules"
+    )

@@ -36,8 +36,10 @@ def test_track_flags_pick_defaults_targets_and_refuse_unknown_trackers():
 def test_a_missing_tracker_library_is_one_line_before_anything(tmp_path, tracker):
     db = tmp_path / "never.db"
     # sys.modules[name] = None is how Python marks a module as not importable: find_spec sees it missing
-    code = (f"import sys; sys.modules[{tracker!r}] = None; from search.cli import main; "
-            f"sys.argv[1:] = ['run', 'studies/tiny.toml', '--storage', 'sqlite:///{db}', '--track', {tracker!r}]; main()")
+    code = (
+        f"import sys; sys.modules[{tracker!r}] = None; from search.cli import main; "
+        f"sys.argv[1:] = ['run', 'studies/tiny.toml', '--storage', 'sqlite:///{db}', '--track', {tracker!r}]; main()"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert result.stderr == f"error: tracking.{tracker} needs {tracker}: pip install 'prism-search[{tracker}]'\n"
@@ -80,11 +82,11 @@ def _wandb_records(path: Path):
     assert data[:4] == b":W&B"
     while pos + 7 <= len(data):
         left = 32768 - pos % 32768
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if left < 7 or (length == 0 and kind == 0):  # block trailer padding
             pos += left
             continue
-        chunk += data[pos + 7:pos + 7 + length]
+        chunk += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # a full record, or the last piece of one
             record = wandb_internal_pb2.Record()
@@ -99,8 +101,11 @@ def _check_wandb(folder: Path, finished) -> None:
         records = list(_wandb_records(path))
         run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
         config = {u.key: json.loads(u.value_json) for u in run.config.update}
-        history = [{i.nested_key[0] if i.nested_key else i.key: json.loads(i.value_json) for i in r.history.item}
-                   for r in records if r.WhichOneof("record_type") == "history"]
+        history = [
+            {i.nested_key[0] if i.nested_key else i.key: json.loads(i.value_json) for i in r.history.item}
+            for r in records
+            if r.WhichOneof("record_type") == "history"
+        ]
         runs[config["trial"]] = (run, config, [(h["tokens"], h["val_loss"]) for h in history if "val_loss" in h])
     assert sorted(runs) == sorted(t.number for t in finished)
     for t in finished:
@@ -124,8 +129,7 @@ def _check_tensorboard(folder: Path, finished) -> None:
 @pytest.mark.e2e
 def test_every_finished_trial_reaches_mlflow_files_tensorboard_and_wandb(ray_local, tiny_config, tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)  # offline is the default: no network here
-    finished = _run(tiny_config, 3, mlflow=str(tmp_path / "mlruns"), tensorboard=str(tmp_path / "tb"),
-                    wandb=str(tmp_path / "wb"))
+    finished = _run(tiny_config, 3, mlflow=str(tmp_path / "mlruns"), tensorboard=str(tmp_path / "tb"), wandb=str(tmp_path / "wb"))
     assert {t.state for t in finished} <= {TrialState.COMPLETE, TrialState.PRUNED}
     _check_mlflow(str(tmp_path / "mlruns"), finished)
     _check_tensorboard(tmp_path / "tb", finished)
@@ -136,9 +140,23 @@ def test_every_finished_trial_reaches_mlflow_files_tensorboard_and_wandb(ray_loc
 def mlflow_server(tmp_path):
     port = _free_port()
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--default-artifact-root", str(tmp_path / "art")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(Path(sys.executable).parent / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{tmp_path / 'server.db'}",
+            "--default-artifact-root",
+            str(tmp_path / "art"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:

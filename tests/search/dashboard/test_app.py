@@ -61,7 +61,9 @@ def test_trial_page_shows_audit_profiles_when_stored(dash_url):
     assert status == "200 OK" and not any(i.startswith("audit") for i in figure_ids(html)) and 'data-empty="audit"' in html
 
 
-@pytest.mark.parametrize("path", ["/study/nope", "/study/prism/trial/999", "/study/prism/trial/abc", "/study/prism/trial/-1", "/nothing/here"])
+@pytest.mark.parametrize(
+    "path", ["/study/nope", "/study/prism/trial/999", "/study/prism/trial/abc", "/study/prism/trial/-1", "/nothing/here"]
+)
 def test_unknown_study_trial_or_page_is_a_404_page(dash_url, path):
     status, html = get(Dashboard(dash_url), path)
     assert status == "404 Not Found" and "Not found" in html and "Traceback" not in html
@@ -110,8 +112,7 @@ def test_a_page_that_fails_is_a_500_page_and_the_logged_traceback_is_masked(tmp_
     url = f"sqlite:///{tmp_path / 'odd.db'}"
     synthetic_study(quickstart("odd"), url, 3, failed=0)
     study = optuna.load_study(study_name="odd", storage=url)
-    study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={
-        "curve": [["postgresql://prism:s3cret-pw@db/studies", 1.0]]}))
+    study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={"curve": [["postgresql://prism:s3cret-pw@db/studies", 1.0]]}))
     status, html = get(Dashboard(url), "/study/odd")
     assert status == "500 Internal Server Error" and "Internal error" in html and "s3cret" not in html
     assert "could not convert string to float" in caplog.text and "prism:***@db" in caplog.text

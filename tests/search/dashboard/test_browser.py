@@ -95,7 +95,9 @@ def test_every_page_loads_clean_and_draws_every_figure(tab, site, dash_url, tmp_
     assert_drawn(tab.open(f"{site}/study/prism", "study-prism"), study_figs)
     assert_drawn(tab.open(f"{site}/study/pareto", "study-pareto"), study_figs - {"importance"})
     assert_drawn(tab.open(f"{site}/study/plain", "study-plain"), {"history", "timeline"})
-    audit = {"schedule", "curve"} | {f"audit-{k}" for k in ("mad", "mad_relative", "attn_entropy", "matrix_entropy", "token_curvature", "depth_curvature")}
+    audit = {"schedule", "curve"} | {
+        f"audit-{k}" for k in ("mad", "mad_relative", "attn_entropy", "matrix_entropy", "token_curvature", "depth_curvature")
+    }
     assert_drawn(tab.open(f"{site}/study/prism/trial/{audited}", "trial-audited"), audit)
     assert_drawn(tab.open(f"{site}/study/prism/trial/{pruned}", "trial-pruned"), {"schedule", "curve"})
     assert_drawn(tab.open(f"{site}/study/prism/trial/{running}", "trial-running"), {"schedule", "curve"})
@@ -187,7 +189,9 @@ def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab
     server, base = serve(config.storage)
     try:
         assert tab.open(f"{base}/study/tiny", "real-before") == []  # only queued baselines: notes, no figures
-        driver = threading.Thread(target=Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run, args=(config.n_trials, 2))
+        driver = threading.Thread(
+            target=Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run, args=(config.n_trials, 2)
+        )
         driver.start()
         # the page reloads itself as trials report: no reload from the test
         tab.page.wait_for_function("document.querySelector('#summary').innerText.includes('complete')", timeout=180_000)

@@ -48,10 +48,13 @@ def test_report_writes_one_self_contained_file(dash_url, tmp_path, monkeypatch, 
     assert html.count('data-figure="fig-') == 7 and "gap to uniform" in html
 
 
-@pytest.mark.parametrize("name, output, message", [
-    ("nope", "r.html", "no study named 'nope'"),
-    ("prism", "missing/r.html", "folder '{tmp}/missing' does not exist"),
-])
+@pytest.mark.parametrize(
+    "name, output, message",
+    [
+        ("nope", "r.html", "no study named 'nope'"),
+        ("prism", "missing/r.html", "folder '{tmp}/missing' does not exist"),
+    ],
+)
 def test_report_bad_input_is_one_line_and_exit_2(dash_url, tmp_path, monkeypatch, capsys, name, output, message):
     code, _, stderr = cli(monkeypatch, capsys, "report", name, "-o", str(tmp_path / output), "--storage", dash_url)
     assert code == 2 and message.format(tmp=tmp_path) in stderr and len(stderr.strip().splitlines()) == 1
@@ -61,8 +64,12 @@ def test_report_bad_input_is_one_line_and_exit_2(dash_url, tmp_path, monkeypatch
 def test_dashboard_command_warns_off_localhost_masks_the_password_and_serves_the_outage():
     port = free_port()
     url = f"postgresql+psycopg://prism:s3cret-pw@127.0.0.1:{free_port()}/db"  # nothing listens there
-    proc = subprocess.Popen([sys.executable, "-m", "search.cli", "dashboard", "--storage", url, "--host", "0.0.0.0",
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search.cli", "dashboard", "--storage", url, "--host", "0.0.0.0", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(f"http://127.0.0.1:{port}/static/plotly.min.js", proc)
         with pytest.raises(urllib.error.HTTPError) as page:  # the database is down: a 503 page, served
@@ -78,8 +85,12 @@ def test_dashboard_command_warns_off_localhost_masks_the_password_and_serves_the
 
 def test_dashboard_optuna_flag_starts_the_stock_dashboard(dash_url):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "search.cli", "dashboard", "--optuna", "--storage", dash_url, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search.cli", "dashboard", "--optuna", "--storage", dash_url, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         studies = json.loads(wait_for(f"http://127.0.0.1:{port}/api/studies", proc))["study_summaries"]
     finally:

@@ -41,7 +41,9 @@ def test_the_report_has_a_confirmation_table_and_confirmation_runs_never_rank(co
     assert "<td>1x3</td>" in table and "(uniform)" in table  # uniform first, as the reference row
     assert "1.5800 ± 0.0900" in table and "-0.0200 [-0.0448, +0.0048] (n=3, p=0.074)" in table and "inside the noise" in table
     best = _section(html, "Best trials")
-    assert "<td>confirm</td>" not in best and "<td>search</td>" in best and best.index("4x3") < best.index("1x3")  # the search best first, confirm runs absent
+    assert (
+        "<td>confirm</td>" not in best and "<td>search</td>" in best and best.index("4x3") < best.index("1x3")
+    )  # the search best first, confirm runs absent
     confirm_numbers = {t.number for t in confirmed.trials if t.user_attrs["role"] == "confirm"}
     history = _figure(html, "history")
     assert not confirm_numbers & {n for trace in history["data"] for n in trace.get("customdata", [])}
@@ -52,10 +54,13 @@ def test_the_report_has_a_confirmation_table_and_confirmation_runs_never_rank(co
 def test_a_pruned_trial_is_compared_with_uniform_at_the_same_token_count(tiny_config):
     study = make_study(tiny_config)
     add(study, UNIFORM, 0, 2.05, role="baseline", curve={204_800: 2.60, 409_600: 2.30, 614_400: 2.05})
-    study.add_trial(optuna.trial.create_trial(
-        state=optuna.trial.TrialState.PRUNED, intermediate_values={204_800: 2.95},
-        user_attrs={"schedule": "4x3", "seed": 0, "role": "search", "pruned_at_tokens": 204_800},
-    ))
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.PRUNED,
+            intermediate_values={204_800: 2.95},
+            user_attrs={"schedule": "4x3", "seed": 0, "role": "search", "pruned_at_tokens": 204_800},
+        )
+    )
     view = study_view(study)
     pruned = view.row(1)
     gap, tokens = same_budget_gap(pruned, view.baseline)

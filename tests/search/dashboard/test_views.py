@@ -4,7 +4,8 @@ import json
 import math
 
 import optuna
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from search.dashboard import figures as figs
 from search.dashboard.synthetic import EARLY_HEAD_PENALTY, synthetic_study
@@ -28,8 +29,7 @@ def test_rows_decode_the_attrs_the_driver_writes(memory_study):
 
 
 def _brute_front(points):
-    return sorted(i for i, (l, t) in enumerate(points)
-                  if not any((l2 <= l and t2 >= t) and (l2, t2) != (l, t) for l2, t2 in points))
+    return sorted(i for i, (l, t) in enumerate(points) if not any((l2 <= l and t2 >= t) and (l2, t2) != (l, t) for l2, t2 in points))
 
 
 @given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=40, unique=True))
