@@ -1,7 +1,7 @@
 """Confirmation: re-train the best schedules and the uniform baseline with fresh seeds, so a winner is not a lucky seed.
 
-Confirmation seeds are fixed (study seed + 1000 + k), never used by the search, so re-running `confirm` reuses every
-run already done (the duplicate cache) and adding seeds only trains the new ones. Each schedule's gap to uniform is
+Confirmation seeds are fixed (study seed + 1000 + k), never used by the search, so re-running `confirm` (after a stop,
+or with more seeds) queues only the runs it does not already hold, finished or still queued. Each schedule's gap to uniform is
 paired per seed (same initial weights, data order and validation batches) and reported with a t interval on the
 confirmation seeds only (`search.study.confirmation_rows`).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import optuna
+from optuna.trial import TrialState
 
 from prism import Schedule
 from search.config import PrismSearchError, StudyConfig
@@ -36,15 +37,23 @@ def top_schedules(study: optuna.Study, top: int) -> list[str]:
 
 
 def plan(study: optuna.Study, top: int, seeds: int) -> int:
-    """Queue the confirmation runs (baseline first); returns how many were queued."""
+    """Queue the confirmation runs (baseline first) that the study does not hold yet; returns how many confirmation
+    runs are left to train (queued now or by an earlier, interrupted `confirm`)."""
     config = stored_config(study)
     family = family_for(config)
     schedules = [str(config.baseline)] + top_schedules(study, top)
+    held = {TrialState.COMPLETE, TrialState.PRUNED, TrialState.WAITING, TrialState.RUNNING}
+    have = {
+        (t.user_attrs.get("schedule"), t.user_attrs.get("seed"))
+        for t in study.get_trials(deepcopy=False, states=tuple(held))
+        if t.user_attrs.get("role") == "confirm"
+    }
     for schedule in schedules:
         for seed in confirm_seeds(config, seeds):
-            enqueue(study, family, Schedule.parse(schedule), role="confirm", seed=seed)
+            if (schedule, seed) not in have:
+                enqueue(study, family, Schedule.parse(schedule), role="confirm", seed=seed)
     study.set_user_attr(ATTR_CONFIRMATION + ".plan", json.dumps({"schedules": schedules, "seeds": seeds}))
-    return len(schedules) * seeds
+    return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
 def collect(study: optuna.Study) -> list[dict]:
@@ -57,10 +66,14 @@ def collect(study: optuna.Study) -> list[dict]:
 def run_confirmation(study: optuna.Study, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None) -> list[dict]:
     """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules."""
     from search.early_stopping import make_stopping
-    from search.runner.driver import Driver  # the driver needs Ray; planning and collecting don't
+    from search.runner.driver import Driver, requeue_stale_trials  # the driver needs Ray; planning and collecting don't
 
     config = stored_config(study)
+    requeue_stale_trials(study)  # runs of a stopped `confirm` (or run) whose driver died are queued again
     queued = plan(study, top, seeds)
     driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
-    driver.run(driver.n_finished() + queued, n_workers)
+    target = driver.n_finished() + queued
+    if progress is not None:
+        progress.target = target  # what is really left, now that runs held from an earlier `confirm` are known
+    driver.run(target, n_workers)
     return collect(study)

@@ -11,7 +11,6 @@ import optuna
 import pytest
 from typer.testing import CliRunner
 
-from search.storage.records import DUPLICATE_ATTR
 from search.cli import app
 from search.early_stopping import make_stopping
 from search.runner.driver import Driver
@@ -62,10 +61,16 @@ def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
 
     again = runner.invoke(app, ["confirm", "tiny", "--top", "1", "--seeds", "2", *url])  # nothing new to train
     assert again.exit_code == 0, again.output
-    reruns = [t for t in optuna.load_study(study_name="tiny", storage=config.storage).trials
-              if t.user_attrs["role"] == "confirm"][len(runs):]
-    assert reruns and all(DUPLICATE_ATTR in t.user_attrs for t in reruns)
-    assert json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]["confirmation"] == rows
+    after = optuna.load_study(study_name="tiny", storage=config.storage).trials
+    assert [t.number for t in after if t.user_attrs["role"] == "confirm"] == [t.number for t in runs]  # nothing queued again
+
+    more = runner.invoke(app, ["confirm", "tiny", "--top", "1", "--seeds", "3", *url])  # one more seed: 2 new runs only
+    assert more.exit_code == 0, more.output
+    added = [t for t in optuna.load_study(study_name="tiny", storage=config.storage).trials if t.user_attrs["role"] == "confirm"][
+        len(runs) :
+    ]
+    assert sorted((t.user_attrs["schedule"], t.user_attrs["seed"]) for t in added) == sorted((r["schedule"], 1002) for r in rows)
+    assert [r["seeds"] for r in json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]["confirmation"]] == [3, 3]
 
 
 def _heads(text):
@@ -85,18 +90,26 @@ def _sha(path):
     "edits, fragment",
     [
         ([("[train]", '[space]\nfamily = "zigzag"\n\n[train]')], "space.family: 'zigzag' is not valid"),
-        ([("n_layer = 3", "n_layer = 9"), ("[search]", '[space]\nfamily = "free"\n\n[search]\nsampler = "grid"')],
-         "cannot enumerate the 19,683 schedules of the 'free' space"),
-        ([('pruner = "successive-halving"', 'pruner = "median"\nobjectives = ["val_loss", "tokens_per_s"]')],
-         "pruner='median' cannot stop multi-objective trials"),
+        (
+            [("n_layer = 3", "n_layer = 9"), ("[search]", '[space]\nfamily = "free"\n\n[search]\nsampler = "grid"')],
+            "cannot enumerate the 19,683 schedules of the 'free' space",
+        ),
+        (
+            [('pruner = "successive-halving"', 'pruner = "median"\nobjectives = ["val_loss", "tokens_per_s"]')],
+            "pruner='median' cannot stop multi-objective trials",
+        ),
     ],
 )
 def test_bad_search_input_is_one_line_exit_2_and_writes_nothing(tmp_path, study_toml, edits, fragment):
     db = tmp_path / "keep.db"
     optuna.create_study(study_name="existing", storage=f"sqlite:///{db}").optimize(lambda t: 1.0, n_trials=1)
     before = _sha(db)
-    result = subprocess.run([sys.executable, "-m", "search.cli", "run", str(study_toml(*edits)), "--storage", f"sqlite:///{db}"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "search.cli", "run", str(study_toml(*edits)), "--storage", f"sqlite:///{db}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     assert result.stdout == "" and result.stderr.count("\n") == 1 and fragment in result.stderr
     assert _sha(db) == before
@@ -107,8 +120,13 @@ def test_a_stored_config_this_version_cannot_read_is_one_line_exit_2(tiny_config
     study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
     raw = json.loads(study.user_attrs["prism.config"])
     study.set_user_attr("prism.config", json.dumps({**raw, "mirror": "elsewhere"}))
-    result = subprocess.run([sys.executable, "-m", "search.cli", "status", "tiny", "--storage", tiny_config.storage],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "search.cli", "status", "tiny", "--storage", tiny_config.storage],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1
-    assert result.stderr == ("error: stored config of study 'tiny': mirror: unknown field; "
-                             "open the study with the prism-search version that created it\n")
+    assert result.stderr == (
+        "error: stored config of study 'tiny': mirror: unknown field; open the study with the prism-search version that created it\n"
+    )
