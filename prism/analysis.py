@@ -145,7 +145,7 @@ def depth_curvature(hidden_states: Sequence[torch.Tensor] | torch.Tensor) -> tor
     vertex h_{l+1}, the output of block l: 0 = block l+1 keeps pushing in the same
     direction, pi/2 = orthogonal update, pi = it undoes block l. Empty if L < 2.
     """
-    h = hidden_states if torch.is_tensor(hidden_states) else torch.stack(list(hidden_states))
+    h = hidden_states if isinstance(hidden_states, torch.Tensor) else torch.stack(list(hidden_states))
     if h.ndim != 4:
         raise ValueError(f"expected hidden states of shape (L+1, B, T, D), got {tuple(h.shape)}")
     u = h[1:] - h[:-1]  # (L, B, T, D) per-block updates

@@ -195,11 +195,12 @@ def run(
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
     config = _with_overrides(load_config(study_file), storage, n_trials, workers, track)
+    seed_prior: dict | str | None = prior
     if prior is not None and prior != "auto":
         from search.priors import read_prior
 
-        prior = read_prior(prior, config)  # checked before anything is stored
-    _execute(config, address, resume=False, prior=prior)
+        seed_prior = read_prior(prior, config)  # checked before anything is stored
+    _execute(config, address, resume=False, prior=seed_prior)
 
 
 @app.command()
@@ -479,10 +480,12 @@ def _escape_help_markup(app: typer.Typer) -> None:
 
     from rich.markup import escape
 
-    app.info.help = escape(app.info.help)
+    app.info.help = escape(app.info.help or "")
     seen: set[int] = set()
     for command in app.registered_commands:
         command.help = escape(command.help or inspect.getdoc(command.callback) or "")
+        if command.callback is None:
+            continue
         for param in inspect.signature(command.callback).parameters.values():
             info = param.default
             if isinstance(info, typer.models.ParameterInfo) and info.help and id(info) not in seen:

@@ -104,7 +104,7 @@ class DataSection(_Section):
         return {"tokenizer": self.tokenizer, "vocab_size": self.vocab_size, "token_dtype": self.token_dtype}
 
 
-OBJECTIVES = {"val_loss": "minimize", "tokens_per_s": "maximize"}
+OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {"val_loss": "minimize", "tokens_per_s": "maximize"}
 GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a mistake, not a search
 
 

@@ -39,7 +39,9 @@ class PairedGap:
         return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}] (n={self.n}, p={_p(self.p)})"
 
 
-def _p(p: float) -> str:
+def _p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
     return f"{p:.2g}" if p >= 0.001 else "<0.001"
 
 
@@ -73,13 +75,13 @@ class RankCorrelation:
 def spearman_ci(x: list[float], y: list[float], n_boot: int = 2000, seed: int = 0) -> RankCorrelation:
     """Spearman's rho of x and y with a seeded percentile bootstrap interval (resampling pairs).
     Resamples in which one side is constant have no rank correlation and are left out."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(x) != len(y) or len(x) < 3:
-        raise ValueError(f"spearman_ci needs two equally long samples of at least 3 values, got {len(x)} and {len(y)}")
-    whole = np.arange(len(x))[None, :]
-    rho = float(_rank_pearson(resample_ranks(x, whole), resample_ranks(y, whole))[0])
-    idx = np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))
-    boot = _rank_pearson(resample_ranks(x, idx), resample_ranks(y, idx))
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(xs) != len(ys) or len(xs) < 3:
+        raise ValueError(f"spearman_ci needs two equally long samples of at least 3 values, got {len(xs)} and {len(ys)}")
+    whole = np.arange(len(xs))[None, :]
+    rho = float(_rank_pearson(resample_ranks(xs, whole), resample_ranks(ys, whole))[0])
+    idx = np.random.default_rng(seed).integers(0, len(xs), size=(n_boot, len(xs)))
+    boot = _rank_pearson(resample_ranks(xs, idx), resample_ranks(ys, idx))
     boot = boot[~np.isnan(boot)]
     low, high = np.percentile(boot, [50 * (1 - LEVEL), 50 * (1 + LEVEL)]) if boot.size else (math.nan, math.nan)
     return RankCorrelation(len(x), rho, float(low), float(high))

@@ -11,7 +11,15 @@ import json
 import math
 from datetime import datetime
 
-from search.dashboard.views import MIN_TRIALS_FOR_IMPORTANCE, StudyView, TrialRow, layer_importance, pareto_front
+from search.dashboard.views import (
+    MIN_TRIALS_FOR_IMPORTANCE,
+    StudyView,
+    TrialRow,
+    layer_importance,
+    loss_key,
+    pareto_front,
+    speed_key,
+)
 from search.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
 
 ROLE_STYLE = {  # marker symbol, colour, size
@@ -99,7 +107,7 @@ def history(view: StudyView) -> Figure | None:
     fig = Figure(_by_role(done, lambda r: r.number, lambda r: r.val_loss))
     best, xs, ys = math.inf, [], []
     for r in done:
-        best = min(best, r.val_loss)
+        best = min(best, loss_key(r))
         xs.append(r.number)
         ys.append(best)
     fig.add_trace(
@@ -116,7 +124,7 @@ def pareto(view: StudyView) -> Figure | None:
         return None
     fig = Figure(_by_role(done, lambda r: r.tokens_per_s, lambda r: r.val_loss))
     title = pareto_title(view)
-    front = sorted((done[i] for i in pareto_front([(r.val_loss, r.tokens_per_s) for r in done])), key=lambda r: r.tokens_per_s)
+    front = sorted((done[i] for i in pareto_front([(loss_key(r), speed_key(r)) for r in done])), key=speed_key)
     fig.add_trace(
         dict(
             type="scatter",
@@ -200,13 +208,18 @@ def importance(view: StudyView) -> Figure | None:
     return _layout(fig, "Per-layer importance of the head count (PED-ANOVA)", "layer", "importance (sums to 1)", showlegend=False)
 
 
+def _log2_padded(heads: tuple[int, ...], n_layer: int) -> list[float | None]:
+    """log2 of each layer's heads, None (a blank cell) past the last layer of a shallower trial."""
+    return [math.log2(heads[i]) if i < len(heads) else None for i in range(n_layer)]
+
+
 def heatmap(view: StudyView) -> Figure | None:
     """Trials x layers, colour = log2 heads, best trial on top: which schedules win, at a glance."""
-    done = sorted((r for r in _complete(view) if r.heads), key=lambda r: r.val_loss)
+    done = sorted((r for r in _complete(view) if r.heads), key=loss_key)
     if not done:
         return None
-    n_layer = max(len(r.heads) for r in done)
-    z = [[math.log2(h) for h in r.heads] + [None] * (n_layer - len(r.heads)) for r in done]
+    n_layer = max(len(r.heads or ()) for r in done)
+    z = [_log2_padded(r.heads or (), n_layer) for r in done]
     text = [[f"{h} heads" for h in r.heads] for r in done]
     fig = Figure(
         dict(
@@ -235,13 +248,13 @@ def curves(view: StudyView) -> Figure | None:
         mine = [r for r in shown if r.state == state]
         if not mine:
             continue
-        xs, ys, ids = [], [], []
+        xs: list[float | None] = []  # None between trials: plotly breaks the line there
+        ys: list[float | None] = []
+        ids: list[int | None] = []
         for r in mine:
-            for tokens, loss in r.curve:
-                xs.append(tokens)
-                ys.append(loss)
-                ids.append(r.number)
-            xs.append(None), ys.append(None), ids.append(None)
+            xs += [tokens for tokens, _ in r.curve] + [None]
+            ys += [loss for _, loss in r.curve] + [None]
+            ids += [r.number] * len(r.curve) + [None]
         fig.add_trace(
             dict(
                 type="scatter",  # hover via a template, not a string per point: 5,000 trials stay small
@@ -295,7 +308,7 @@ def timeline(view: StudyView) -> Figure | None:
     rows = [r for r in view.rows if r.start is not None]
     if not rows:
         return None
-    now = max((r.complete or r.start) for r in rows)
+    now = max(r.complete or r.start or datetime.min for r in rows)
     workers = sorted({r.worker or "unknown" for r in rows})
     fig = Figure()
     for state, colour in STATE_COLOUR.items():
@@ -305,7 +318,7 @@ def timeline(view: StudyView) -> Figure | None:
         xs, ys, ids = [], [], []
         for r in mine:
             end = r.complete or now
-            xs += [_time(r.start), _time(end), None]
+            xs += [_time(r.start or end), _time(end), None]
             ys += [r.worker or "unknown"] * 2 + [None]
             ids += [r.number, r.number, None]
         fig.add_trace(

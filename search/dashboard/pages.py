@@ -14,7 +14,7 @@ import jinja2
 import plotly.offline
 
 from search.dashboard import figures as figs
-from search.dashboard.views import StudyView, TrialRow, same_budget_gap
+from search.dashboard.views import StudyView, TrialRow, loss_key, same_budget_gap
 from search.stats import tokens_text
 
 REFRESH_MS = 5000
@@ -73,7 +73,7 @@ def studies_page(views: list[StudyView], storage: str, root: str = "/") -> str:
 
 def study_page(view: StudyView, storage: str, root: str = "/", live: bool = True) -> str:
     """The study page; `live=False` makes the offline report: plotly inlined, no links to a server, no polling."""
-    ranked = sorted(view.searched, key=lambda r: r.val_loss)
+    ranked = sorted(view.searched, key=loss_key)
     active = [r for r in view.rows if r.state in ("RUNNING", "FAIL")][-20:]
     titles = {"pareto": figs.pareto_title(view)}
     return _env.get_template("study.html").render(

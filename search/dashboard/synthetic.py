@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 import optuna
 from optuna.trial import TrialState
@@ -62,7 +63,7 @@ def synthetic_study(
     rng = random.Random(seed)
     family = family_for(config)
     fewest = family.counts[0]
-    directions = ["minimize", "maximize"] if multi_objective else ["minimize"]
+    directions: list[Literal["minimize", "maximize"]] = ["minimize", "maximize"] if multi_objective else ["minimize"]
     study = optuna.create_study(study_name=config.name, storage=storage, directions=directions)
     study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
     study.set_user_attr(ATTR_FINGERPRINT, "synthetic")

@@ -50,6 +50,16 @@ class TrialRow:
     attrs: dict = field(default_factory=dict)
 
 
+def loss_key(row: TrialRow) -> float:
+    """Sort key by val loss; a row without one (not evaluated yet) sorts last."""
+    return math.inf if row.val_loss is None else row.val_loss
+
+
+def speed_key(row: TrialRow) -> float:
+    """Sort key by tokens/s; a row without one sorts first."""
+    return 0.0 if row.tokens_per_s is None else row.tokens_per_s
+
+
 @dataclass
 class StudyView:
     name: str
@@ -253,8 +263,8 @@ def layer_importance(rows: list[TrialRow]) -> dict[int, float] | None:
     an in-memory Optuna study holding the decoded counts. None when too few completed trials say anything.
     """
     done = [r for r in rows if r.state == "COMPLETE" and r.val_loss is not None and r.heads]
-    n_layer = max((len(r.heads) for r in done), default=0)
-    return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads), r.val_loss) for r in done if len(r.heads) == n_layer))
+    n_layer = max((len(r.heads or ()) for r in done), default=0)
+    return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads or ()), loss_key(r)) for r in done if len(r.heads or ()) == n_layer))
 
 
 class _ReadyTrials(optuna.storages.InMemoryStorage):
@@ -279,7 +289,7 @@ def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, 
         return None  # every layer of every trial has the same count: nothing varies, nothing to explain
     dist = optuna.distributions.IntDistribution(low, high)
     names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
-    distributions = {n: dist for n in names}
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {n: dist for n in names}
     trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
     for number, trial in enumerate(trials):  # what add_trials would assign: PED-ANOVA tells trials apart by their
         trial.number, trial._trial_id = number, number  # ids (all 0 otherwise: equal importances, which tests catch)

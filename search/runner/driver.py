@@ -62,6 +62,7 @@ def connect_ray(address: str | None, num_cpus: int) -> str | None:
     else:
         # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        return None
 
 
 def requeue_stale_trials(study: optuna.Study) -> list[int]:
@@ -365,9 +366,9 @@ class Driver:
                     continue
                 self._wait_and_handle()
         except KeyboardInterrupt:  # also SIGTERM (search.cli): it may land mid-handling, off in_flight
-            running = {t._trial_id for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
+            still_running = {trial_id(t) for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
             for trial in self.asked:
-                if trial._trial_id in running:
+                if trial_id(trial) in still_running:
                     self._fail(trial, "interrupted (Ctrl-C); queued again for resume", requeue="schedule" in trial.user_attrs)
             self.in_flight.clear()
             raise

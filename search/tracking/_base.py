@@ -47,9 +47,8 @@ class TrialRecord:
 
     @property
     def params(self) -> dict[str, str | int]:
-        return {"schedule": self.schedule, "seed": self.seed, "role": self.role, "trial": self.number} | {
-            f"heads_{layer:02d}": h for layer, h in enumerate(self.heads)
-        }
+        heads: dict[str, str | int] = {f"heads_{layer:02d}": h for layer, h in enumerate(self.heads)}
+        return {"schedule": self.schedule, "seed": self.seed, "role": self.role, "trial": self.number, **heads}
 
     @property
     def run_name(self) -> str:

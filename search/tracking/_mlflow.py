@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -13,20 +14,23 @@ class MLflowTracker(Tracker):
 
     def __init__(self, target: str):
         super().__init__(target)
-        self._client = None
         self._parents: dict[str, tuple[str, str]] = {}  # study -> (experiment id, parent run id)
+
+    @functools.cached_property
+    def _client(self):
+        """Made on first use: mlflow is imported only by a run that tracks with it."""
+        # a tracking server that is down must not stall the driver for MLflow's default ~4 min of retries
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        if "://" not in self.target or self.target.startswith("file:"):
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # a folder was asked for: MLflow 3 refuses by default
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.target)
 
     def _parent(self, study_name: str) -> tuple[str, str]:
         """The study's experiment and parent run, found again on resume by its tag."""
         if study_name not in self._parents:
-            # a tracking server that is down must not stall the driver for MLflow's default ~4 min of retries
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-            if "://" not in self.target or self.target.startswith("file:"):
-                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # a folder was asked for: MLflow 3 refuses by default
-            from mlflow.tracking import MlflowClient
-
-            self._client = self._client or MlflowClient(tracking_uri=self.target)
             exp = self._client.get_experiment_by_name(study_name)
             exp_id = exp.experiment_id if exp else self._client.create_experiment(study_name)
             found = self._client.search_runs([exp_id], filter_string="tags.prism_kind = 'study'", max_results=1)

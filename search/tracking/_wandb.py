@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal, cast
 
 from search.tracking._base import Tracker, TrialRecord
+
+WandbMode = Literal["online", "offline", "disabled", "shared"]
 
 
 class WandbTracker(Tracker):
@@ -23,7 +26,7 @@ class WandbTracker(Tracker):
             job_type=record.role,
             dir=self.target,
             config=record.params,
-            mode=os.environ.get("WANDB_MODE", "offline"),
+            mode=cast(WandbMode, os.environ.get("WANDB_MODE", "offline")),  # W&B's own variable; offline needs no network
             reinit="create_new",
             settings=wandb.Settings(silent=True, console="off", x_disable_stats=True),
         )

@@ -120,8 +120,8 @@ def test_links_lead_from_the_list_to_studies_trials_and_back(tab, site):
 
     tab.open(f"{site}/", "links-0")
     follow('#studies a[href="/study/prism"]', r".*/study/prism$")
-    best = tab.page.inner_text("table.trials tr:nth-child(2) td:first-child")
-    follow(f'table.trials a[href="/study/prism/trial/{best}"]', rf".*/study/prism/trial/{best}$")
+    best = tab.page.inner_text("table#best tr:nth-child(2) td:first-child")  # the first row under the header
+    follow(f'table#best a[href="/study/prism/trial/{best}"]', rf".*/study/prism/trial/{best}$")
     follow("#baseline", r".*/trial/0$")
     assert "baseline" in tab.page.inner_text("#attrs")
     follow("#next", r".*/trial/1$")
