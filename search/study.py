@@ -123,10 +123,12 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
     study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
     study.set_metric_names(list(config.search.objectives))
     family = family_for(config)
-    for k in range(config.search.baseline_seeds):
-        enqueue(study, family, config.baseline, role="baseline", seed=config.seed + k)
-    for ref in references_for(config):
-        enqueue(study, family, ref.schedule, role="reference", seed=config.seed, reference=ref.name)
+    seeds = [config.seed + k for k in range(config.search.baseline_seeds)]
+    for seed in seeds:
+        enqueue(study, family, config.baseline, role="baseline", seed=seed)
+    for seed in seeds:  # a reference runs at every baseline seed: its gap to uniform is paired on all of them
+        for ref in references_for(config):
+            enqueue(study, family, ref.schedule, role="reference", seed=seed, reference=ref.name)
     return study
 
 
@@ -340,7 +342,7 @@ def summarize(study: optuna.Study) -> Summary:
             "gap": gap_report(runs, t.user_attrs["schedule"], baseline, confirm_seeds),
         }
         for t in complete
-        if t.user_attrs.get("role") == "reference"
+        if t.user_attrs.get("role") == "reference" and t.user_attrs.get("seed") == config.seed  # one row per reference
     ]
     pareto = [
         {"number": t.number, "schedule": t.user_attrs.get("schedule"), **dict(zip(config.search.objectives, t.values))}

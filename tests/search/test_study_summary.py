@@ -157,3 +157,21 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
         "confirmed -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`); "
         "search seed -0.0500, selected as best of 4 schedules"
     )
+
+
+def test_references_are_queued_at_every_baseline_seed_and_reported_once_with_every_pair(tiny_config):
+    from optuna.trial import TrialState
+
+    from search.storage import open_storage
+    from search.study import corpus_fingerprint, open_study
+
+    config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["ramp=1x1,2x1,4x1"]})})
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    queued = [(t.user_attrs["role"], t.user_attrs["seed"]) for t in study.get_trials(states=(TrialState.WAITING,))]
+    assert queued == [("baseline", 0), ("baseline", 1), ("reference", 0), ("reference", 1)]  # tiny: baseline_seeds 2
+
+    known = make_study(tiny_config.model_copy(update={"space": config.space}))
+    searched(known)
+    add(known, "1x1,2x1,4x1", 1, 2.12, role="reference", reference="ramp")  # the reference at the second baseline seed
+    (ref,) = summarize(known).references  # one row per reference, not one per seed
+    assert ref["val_loss"] == 2.10 and ref["gap"].search.n == 2 and ref["gap"].search.mean == pytest.approx((0.05 + 0.04) / 2)
