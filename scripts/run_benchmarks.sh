@@ -16,8 +16,14 @@ stage_main() {     # the grid at the study seed: every monotone schedule once (2
 stage_confirm() {  # every schedule and uniform again on two fresh seeds: 3 paired seeds per schedule
     cli confirm bench-main --top 27 --seeds 2 --storage "$STORAGE"
 }
+stage_long() {     # a subset of bench-main at 4x the budget (8.2 M tokens), 2 paired seeds
+    cli run studies/bench-long.toml
+}
+stage_width() {    # the same subset at d_model 256, bench-main's budget, 2 paired seeds
+    cli run studies/bench-width.toml
+}
 
-stages=${1:-main confirm}
+stages=${1:-main confirm long width}
 for s in $stages; do
     echo "== stage $s ($(date -u +%H:%M:%S))"
     "stage_$s"
