@@ -1,21 +1,25 @@
-"""Do geometry-derived priors reduce the trials a search needs to get within noise of the best schedule?
+"""How many trained trials does each searcher need to get within noise of the best schedule?
 
-Ground truth comes from a table: every schedule of a small space (scripts/data/priors_space.toml, the `ramp`
-family over 4 layers) trained at `--seeds` seeds, plus the profile of the uniform baseline trained at the study
-seed (what `run --prior auto` would audit). Build it once (minutes on 2 cores):
+Arms: random, TPE, GP (the study's sampler set to each) and prior-seeded TPE (`run --prior auto`: audit the
+uniform baseline, map its geometry to schedules, seed and narrow the sampler). Every search goes through the study
+machinery itself (`open_study` with its baselines and references) and is answered from a table of trained runs at
+the trial's training seed instead of training. A re-proposed (schedule, seed) is answered but not counted, as the
+product's duplicate cache does. Pruning is not replayed: every trial is a full run.
 
-    .venv/bin/python scripts/bench_priors.py --make-table
+Tables: the small built-in one (scripts/data/priors_space.toml, the `ramp` family over 4 layers, every schedule at
+3 seeds, with the baseline's profile), built once in minutes on 2 cores:
 
-Replay (the default, seconds): for each search seed, run a blind and a prior-seeded search with the same trial
-budget through the study machinery itself (`open_study` with its baselines and TPE sampler; for the prior arm
-`make_prior` + `seed_study` + `narrow_sampler`, exactly what `run --prior auto` does), answering each trial from
-the table at the trial's training seed instead of training. Pruning is not replayed: every trial is a full run.
-
+    .venv/bin/python scripts/bench_priors.py --make-table --seeds 3
     .venv/bin/python scripts/bench_priors.py --search-seeds 30
 
-Measured per search: trials (baselines included; they cost budget in both arms) until the search has run a
-schedule whose mean loss over table seeds is within noise of the best mean (noise: 2 x the standard error of a
-difference of two table means, pooled seed std), and until it has run the best schedule itself.
+or a benchmark study's runs (seeds every schedule has; the prior arm needs the baseline's profile, made once):
+
+    .venv/bin/python scripts/bench_priors.py --db docs/results/bench.db --study bench-main --make-profile
+    .venv/bin/python scripts/bench_priors.py --db docs/results/bench.db --study bench-main --search-seeds 30
+
+Measured per search: trained trials (baselines and references included; they cost budget in every arm) until the
+search has run a schedule whose mean loss over table seeds is within noise of the best mean (noise: 2 x the
+standard error of a difference of two table means, pooled seed std), and until it has run the best schedule itself.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import optuna
 import torch
+from optuna.trial import TrialState
 
 from prism import Trainer, load_corpus
 from search.config import StudyConfig, load_config
@@ -95,7 +100,26 @@ def read_table() -> dict[tuple[str, int], float]:
 
 
 # -- replay ----------------------------------------------------------------------------------------------------
-def truth(table: dict[tuple[str, int], float], config: StudyConfig) -> tuple[dict[str, float], float]:
+ARMS = ("random", "tpe", "gp", "prior")  # the study's sampler set to each; "prior" = TPE seeded as `run --prior auto`
+
+
+def table_from_db(db: Path, name: str) -> tuple[StudyConfig, dict[tuple[str, int], float]]:
+    """A benchmark study's finished runs as a table: (schedule, seed offset) -> final val loss, seed 0 = study seed."""
+    from search.study import stored_config
+
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+    config = stored_config(study)
+    runs = {(t.user_attrs["schedule"], t.user_attrs["seed"]): t.values[0] for t in study.get_trials(states=[TrialState.COMPLETE])}
+    seeds = sorted({seed for _, seed in runs}, key=lambda seed: (seed != config.seed, seed))
+    offset = {seed: k for k, seed in enumerate(seeds)}
+    schedules = {s for s, _ in runs}
+    complete = [seed for seed in seeds if all((s, seed) in runs for s in schedules)]  # seeds every schedule has
+    table = {(s, offset[seed]): v for (s, seed), v in runs.items() if seed in complete}
+    print(f"{db}:{name}: {len(schedules)} schedules, seeds {complete} complete (of {seeds})")
+    return config, table
+
+
+def truth(table: dict[tuple[str, int], float]) -> tuple[dict[str, float], float]:
     """Mean loss per schedule over table seeds, and the 'within noise' margin."""
     by_schedule: dict[str, list[float]] = {}
     for (schedule, _), value in table.items():
@@ -107,20 +131,30 @@ def truth(table: dict[tuple[str, int], float], config: StudyConfig) -> tuple[dic
     return {s: statistics.mean(v) for s, v in by_schedule.items()}, margin
 
 
-def search_once(config: StudyConfig, table, profile: dict | None, budget: int) -> list[str]:
-    """The schedules a search runs, in order; `profile` given = prior-seeded as `run --prior auto` does."""
+def search_once(config: StudyConfig, table, profile: dict | None, budget: int, goal: str) -> list[str]:
+    """The schedules a search trains, in order, until it trains `goal` or `budget` schedules; `profile` = prior-seeded.
+
+    A proposal of a (schedule, seed) already trained is answered (the sampler learns) but not counted, as the
+    product's duplicate cache does; a sampler that only re-proposes ends the search early (the space is exhausted
+    for it), so a short list means the budget was never spent."""
     study = open_study(config, optuna.storages.InMemoryStorage(), fingerprint="replay")
     if profile is not None:
         seed_study(study, config, make_prior(profile, config), profile)
         narrow_sampler(study, config)
     family = family_for(config)
-    order = []
-    for _ in range(budget):
+    trained: list[str] = []
+    seen: set[tuple[str, int]] = set()
+    for _ in range(3 * budget):  # a sampler re-proposing that much has stopped exploring
         trial = study.ask()
         schedule = str(family.suggest(trial))  # an enqueued trial's parameters are fixed: it decodes to its schedule
-        study.tell(trial, table[(schedule, trial.user_attrs.get("seed", config.seed))])
-        order.append(schedule)
-    return order
+        seed = trial.user_attrs.get("seed", config.seed)
+        study.tell(trial, table[(schedule, seed)])
+        if (schedule, seed) not in seen:
+            seen.add((schedule, seed))
+            trained.append(schedule)
+            if len(trained) == budget or schedule == goal:
+                break
+    return trained
 
 
 def first_hit(order: list[str], targets: set[str], budget: int) -> int:
@@ -136,44 +170,51 @@ def _stats(values: list[int], budget: int) -> str:
     )
 
 
-def replay(config: StudyConfig, search_seeds: int, budget: int) -> None:
-    table = read_table()
-    profile = json.loads(PROFILE.read_text())
-    means, margin = truth(table, config)
-    best = min(means, key=means.get)
+def replay(config: StudyConfig, table, profile: dict | None, arms: list[str], search_seeds: int, budget: int) -> None:
+    means, margin = truth(table)
+    best = min(means, key=means.__getitem__)
     near = {s for s, m in means.items() if m <= means[best] + margin}
-    ranking = sorted(means, key=means.get)
-    prior = make_prior(profile, config)
+    ranking = sorted(means, key=means.__getitem__)
     print(
         f"space: {len(means)} schedules x {len({k[1] for k in table})} seeds; best {best} ({means[best]:.4f}); "
-        f"within noise (+{margin:.4f}): {len(near)} schedules: {', '.join(sorted(near, key=means.get))}"
+        f"within noise (+{margin:.4f}): {len(near)} schedules: {', '.join(sorted(near, key=means.__getitem__))}"
     )
     print(f"baseline {config.baseline}: {means[str(config.baseline)]:.4f}, true rank {ranking.index(str(config.baseline)) + 1}")
-    print("profile zones: " + ", ".join(f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]))
-    print(
-        "prior schedules (true rank of each): "
-        + ", ".join(f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"])
-    )
-    rows = {"blind": ([], []), "prior": ([], [])}
+    if profile is not None:
+        prior = make_prior(profile, config)
+        zones = [f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]]
+        print("profile zones: " + ", ".join(zones))
+        ranks = [f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"]]
+        print("prior schedules (true rank of each): " + ", ".join(ranks))
+    elif "prior" in arms:
+        arms = [a for a in arms if a != "prior"]
+        print("no baseline profile: the prior arm is skipped (make one with --make-profile)")
+    rows: dict[str, tuple[list[int], list[int]]] = {arm: ([], []) for arm in arms}
     started = time.perf_counter()
     for k in range(search_seeds):
-        seeded = config.model_copy(update={"seed": 1000 + k})  # the sampler's seed; table seeds are offsets from it
-        for arm, prof in (("blind", None), ("prior", profile)):
-            order = search_once(seeded, _shifted(table, seeded.seed), prof, budget)
+        for arm in arms:
+            sampler = "tpe" if arm == "prior" else arm
+            seeded = config.model_copy(update={"seed": 1000 + k, "search": config.search.model_copy(update={"sampler": sampler})})
+            order = search_once(seeded, _shifted(table, seeded.seed), profile if arm == "prior" else None, budget, best)
             rows[arm][0].append(first_hit(order, near, budget))
             rows[arm][1].append(first_hit(order, {best}, budget))
-    print(f"\n{search_seeds} search seeds x 2 arms, budget {budget} trials, replayed in {time.perf_counter() - started:.1f} s\n")
+    elapsed = time.perf_counter() - started
+    print(f"\n{search_seeds} search seeds x {len(arms)} arms, budget {budget} trained trials, replayed in {elapsed:.1f} s\n")
     print("| arm | target | median trials | IQR | mean ± sd | reached within budget |")
     print("|---|---|---|---|---|---|")
     for arm, (to_near, to_best) in rows.items():
         print(f"| {arm} | within noise of best | {_stats(to_near, budget)} |")
         print(f"| {arm} | the best schedule | {_stats(to_best, budget)} |")
-    diffs = [b - p for b, p in zip(rows["blind"][0], rows["prior"][0])]
-    print(
-        f"\npaired difference blind - prior (within noise), per search seed: mean {statistics.mean(diffs):+.2f} "
-        f"± {statistics.stdev(diffs) / math.sqrt(len(diffs)):.2f} (s.e.), prior fewer in "
-        f"{sum(d > 0 for d in diffs)}, equal in {sum(d == 0 for d in diffs)}, more in {sum(d < 0 for d in diffs)}"
-    )
+    for arm in arms:
+        if arm == "random":
+            continue
+        diffs = [r - a for r, a in zip(rows["random"][0], rows[arm][0])] if "random" in rows else []
+        if len(diffs) > 1:
+            print(
+                f"paired random - {arm} (trials to within noise), per search seed: mean {statistics.mean(diffs):+.2f} "
+                f"± {statistics.stdev(diffs) / math.sqrt(len(diffs)):.2f} (s.e.); {arm} fewer in {sum(d > 0 for d in diffs)}, "
+                f"equal in {sum(d == 0 for d in diffs)}, more in {sum(d < 0 for d in diffs)}"
+            )
 
 
 def _shifted(table, study_seed: int) -> dict[tuple[str, int], float]:
@@ -181,21 +222,44 @@ def _shifted(table, study_seed: int) -> dict[tuple[str, int], float]:
     return {(s, study_seed + k): v for (s, k), v in table.items()}
 
 
+def make_profile(config: StudyConfig, path: Path) -> None:
+    """Train the study's baseline at the study seed and audit it: the profile `run --prior auto` would map."""
+    row = _train((config, str(config.baseline), config.seed, True))
+    path.write_text(json.dumps(row["profile"], indent=1))
+    print(f"baseline {row['schedule']} seed {row['seed']}: val loss {row['val_loss']:.4f} ({row['wall_s']:.0f} s) -> {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--make-table", action="store_true", help="train the whole space (minutes), then stop")
+    parser.add_argument("--make-table", action="store_true", help="train the whole small space (minutes), then stop")
     parser.add_argument("--seeds", type=int, default=2, help="training seeds per schedule for --make-table")
     parser.add_argument("--workers", type=int, default=2, help="training processes for --make-table")
+    parser.add_argument("--db", type=Path, help="replay against a benchmark study's runs instead (e.g. docs/results/bench.db)")
+    parser.add_argument("--study", default="bench-main", help="the study in --db")
+    parser.add_argument("--make-profile", action="store_true", help="with --db: train and audit the study's baseline, then stop")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)}")
     parser.add_argument("--search-seeds", type=int, default=30)
-    parser.add_argument("--budget", type=int, default=None, help="trials per search (default: the space size)")
+    parser.add_argument("--budget", type=int, default=None, help="trained trials per search (default: the space size)")
     args = parser.parse_args()
-    config = load_config(SPACE)
-    if args.make_table:
-        make_table(config, args.seeds, args.workers)
-        return
-    if not TABLE.is_file():
-        sys.exit(f"no table at {TABLE}; build it once with --make-table")
-    replay(config, args.search_seeds, args.budget or family_for(config).size())
+    if args.db is not None:
+        config, table = table_from_db(args.db, args.study)
+        profile_path = DATA / f"{args.study}_profile.json"
+        if args.make_profile:
+            make_profile(config, profile_path)
+            return
+    else:
+        config = load_config(SPACE)
+        if args.make_table:
+            make_table(config, args.seeds, args.workers)
+            return
+        if not TABLE.is_file():
+            sys.exit(f"no table at {TABLE}; build it once with --make-table")
+        table, profile_path = read_table(), PROFILE
+    profile = json.loads(profile_path.read_text()) if profile_path.is_file() else None
+    arms = [a for a in args.arms.split(",") if a]
+    if unknown := set(arms) - set(ARMS):
+        sys.exit(f"error: --arms: unknown {sorted(unknown)} (fix: choose from {', '.join(ARMS)})")
+    replay(config, table, profile, arms, args.search_seeds, args.budget or family_for(config).size())
 
 
 if __name__ == "__main__":
