@@ -57,7 +57,7 @@ class Study:
 
 def load(db: Path) -> dict[str, Study]:
     """Every prism-search study in the file, read from a temporary copy (reading must never change the file)."""
-    from search.study import stored_config
+    from search.storage.records import stored_config
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "bench.db"

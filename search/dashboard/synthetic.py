@@ -16,9 +16,8 @@ from typing import Literal
 import optuna
 from optuna.trial import TrialState
 
-from search.config import StudyConfig
-from search.dashboard.views import ATTR_AUDIT
-from search.study import ATTR_CONFIG, ATTR_FINGERPRINT, family_for
+from search.config import StudyConfig, family_for
+from search.storage.records import ATTR_AUDIT, ATTR_CONFIG, ATTR_FINGERPRINT
 
 LOSS_FLOOR = 1.85
 EARLY_HEAD_PENALTY = (0.06, 0.03, 0.01)  # added to val loss when layer 0, 1, 2 has the fewest allowed heads
