@@ -29,7 +29,7 @@ from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
 from search.storage import creation_lock, open_storage
-from search.storage.records import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_FINGERPRINT, ATTR_PRIOR, FINISHED, enqueue, stored_config
+from search.storage.records import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_PRIOR, FINISHED, enqueue, stored_config
 from search.storage.summary import is_paired_baseline
 from search.study.confirm import run_confirmation, top_schedules
 from search.study.create import load_study, open_study
@@ -58,6 +58,7 @@ def execute(
     if resume:
         if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
             raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
+        study.set_user_attr(ATTR_CONFIG, config.model_dump_json())  # a new --n-trials target, stored as `run` stores it
     delivered = deliver_undelivered(study)
     if delivered:
         console.print(f"stored results kept while the database was down: trials {delivered}")
