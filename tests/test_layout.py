@@ -69,6 +69,9 @@ FORBIDDEN = {
     "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
     "search.references": _SERVICE + ("search.config",),
     "search.config": _SERVICE,
+    "search.stats": _SERVICE + ("search.config",),  # statistics on numbers: nothing of studies
+    "search.progress": _SERVICE,  # a display the driver reports into
+    "search.tracking": _SERVICE,
     "search.storage": ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.study", "ray", "torch"),
     "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study"),
     "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
