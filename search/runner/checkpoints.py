@@ -16,6 +16,7 @@ import optuna
 
 from search.config import StudyConfig
 from search.storage.records import ATTR_CHECKPOINT
+from search.storage.summary import is_paired_baseline, summarize
 
 
 def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:
@@ -28,8 +29,6 @@ def keep_checkpoints(study: optuna.Study, config: StudyConfig) -> None:
     """After a trial was told: when keeping "best", delete every checkpoint but those of the best trial, the
     Pareto front (multi-objective studies) and the paired baseline. Duplicates share their original's
     directory, so what is kept is decided by path, not by trial."""
-    from search.storage.summary import is_paired_baseline, summarize  # scipy: only when keeping the best
-
     if config.keep_checkpoints != "best":
         return
     summary = summarize(study)

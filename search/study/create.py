@@ -15,8 +15,6 @@ from search.storage.records import ATTR_CONFIG, ATTR_FINGERPRINT, enqueue, find_
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
 
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-
 
 def _comparable(config: StudyConfig) -> dict:
     """The parts of a config that must not change over a study's life (trial count, storage, workers may)."""
