@@ -73,9 +73,21 @@ FORBIDDEN = {
     "search.progress": _SERVICE,  # a display the driver reports into
     "search.tracking": _SERVICE,
     "search.storage": ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.study", "ray", "torch"),
-    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study"),
+    # the runner trains what it is handed: prism, plus storage, config, tracking and the progress display
+    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study", "search.families", "search.stats"),
     "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
-    "search.dashboard": ("search.cli", "search.priors", "search.runner", "search.study", "ray", "torch"),
+    # the dashboard reads storage (plus config and stats), never what writes or trains
+    "search.dashboard": (
+        "search.cli",
+        "search.priors",
+        "search.runner",
+        "search.study",
+        "search.families",
+        "search.progress",
+        "search.tracking",
+        "ray",
+        "torch",
+    ),
     "search.study": ("search.cli", "search.dashboard"),
 }
 
