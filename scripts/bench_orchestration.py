@@ -32,12 +32,15 @@ import ray
 import sqlalchemy
 
 from prism import EvalPoint, Schedule, TrainResult
-from search.config import load_config
-from search.early_stopping import make_stopping
+from search.config import family_for, load_config
+from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage import open_storage
-from search.study import FINISHED, corpus_fingerprint, family_for, make_sampler, open_study
+from search.storage.records import FINISHED
+from search.study.create import open_study
+from search.study.pruning import make_stopping
+from search.study.samplers import make_sampler
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_ADMIN = os.environ.get("PRISM_BENCH_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")

@@ -39,9 +39,10 @@ import torch
 from optuna.trial import TrialState
 
 from prism import Trainer, load_corpus
-from search.config import StudyConfig, load_config
-from search.priors import audit_model, make_prior, narrow_sampler, seed_study
-from search.study import family_for, open_study
+from search.config import StudyConfig, family_for, load_config
+from search.priors import audit_model, make_prior
+from search.study.create import open_study
+from search.study.lifecycle import narrow_sampler, seed_study
 
 DATA = Path(__file__).parent / "data"
 SPACE, TABLE, PROFILE = DATA / "priors_space.toml", DATA / "priors_table.csv", DATA / "priors_profile.json"

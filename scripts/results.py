@@ -23,6 +23,7 @@ import optuna
 from optuna.trial import TrialState
 
 from search.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
+from search.storage.summary import paired_diffs
 
 MAIN, LONG, WIDTH = "bench-main", "bench-long", "bench-width"
 COMMAND = "python scripts/results.py"
@@ -57,7 +58,7 @@ class Study:
 
 def load(db: Path) -> dict[str, Study]:
     """Every prism-search study in the file, read from a temporary copy (reading must never change the file)."""
-    from search.study import stored_config
+    from search.storage.records import stored_config
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "bench.db"
@@ -91,10 +92,9 @@ def load(db: Path) -> dict[str, Study]:
 
 def gaps(study: Study, schedule: str, seeds: set[int] | None = None):
     """Paired gap of `schedule` to the study's uniform baseline over the seeds both have (optionally a subset)."""
-    runs = study.by_schedule()
-    base = runs.get(study.baseline, {})
-    common = sorted(set(runs.get(schedule, {})) & set(base) & (seeds if seeds is not None else set(base)))
-    return paired_gap([runs[schedule][s].final - base[s].final for s in common])
+    runs = {(name, seed): run.final for name, by_seed in study.by_schedule().items() for seed, run in by_seed.items()}
+    base_seeds = {seed for name, seed in runs if name == study.baseline}
+    return paired_gap(paired_diffs(runs, schedule, study.baseline, seeds if seeds is not None else base_seeds))
 
 
 def table_main(study: Study) -> tuple[str, list[tuple[str, float]]]:

@@ -13,9 +13,10 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
-    from search.samplers import ScheduleGridSampler, make_sampler
     from search.storage import mask_url, open_storage
-    from search.study import Summary, load_study, open_study, summarize
+    from search.storage.summary import Summary, summarize
+    from search.study.create import load_study, open_study
+    from search.study.samplers import ScheduleGridSampler, make_sampler
 
 _EXPORTS = {
     "search.config": ("StudyConfig", "load_config", "parse_config"),
@@ -31,9 +32,10 @@ _EXPORTS = {
     ),
     "search.runner.driver": ("Driver", "connect_ray", "requeue_stale_trials"),
     "search.runner.worker": ("TrialSession", "TrialSpec", "run_trial", "throughput_ratio"),
-    "search.samplers": ("ScheduleGridSampler", "make_sampler"),
     "search.storage": ("mask_url", "open_storage"),
-    "search.study": ("Summary", "load_study", "open_study", "summarize"),
+    "search.storage.summary": ("Summary", "summarize"),
+    "search.study.create": ("load_study", "open_study"),
+    "search.study.samplers": ("ScheduleGridSampler", "make_sampler"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_HOME)

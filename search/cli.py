@@ -6,11 +6,8 @@ without touching stored data.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
-import time
 
 import typer
 from rich.console import Console
@@ -18,7 +15,7 @@ from rich.table import Table
 
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.runner.cluster import check_cluster
-from search.storage import creation_lock, mask_url, open_storage
+from search.storage import mask_url, open_storage
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 console = Console()
@@ -34,45 +31,12 @@ AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT
 
 
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
-    """Shared by `run` and `resume`: open storage and study, recover stale trials, drive trials, summarise."""
-    from search.early_stopping import make_stopping
-    from search.progress import Progress
-    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
-    from search.runner.undelivered import deliver_undelivered
-    from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
-    from search.tracking import make_trackers
+    """Shared by `run` and `resume`: the study's lifecycle (search.study.lifecycle) runs it; here it is printed."""
+    from search.study.lifecycle import execute
 
-    check_cluster(address, config.storage)
-    make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
-    fingerprint = corpus_fingerprint(config)
-    with creation_lock(config.storage):
-        storage = open_storage(config.storage)
-        study = load_study(config.name, storage) if resume else open_study(config, storage, fingerprint)
-    if resume:
-        if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
-            raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
-    delivered = deliver_undelivered(study)
-    if delivered:
-        console.print(f"stored results kept while the database was down: trials {delivered}")
-    requeued = requeue_stale_trials(study)
-    if requeued:
-        console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
-    done_before = len(study.get_trials(deepcopy=False, states=FINISHED))
-    if done_before >= config.n_trials:
-        console.print(f"study {config.name} already has {done_before}/{config.n_trials} finished trials; nothing to run")
-        _print_summary(study, None)
-        return
-    workers = config.resources.workers
-    if dashboard := connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial):
-        console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
-    progress = Progress(config.name, config.n_trials, done_before, console=console)
-    started = time.monotonic()
     try:
-        with _sigterm_as_ctrl_c():
-            _seed_with_prior(study, config, prior, fingerprint, progress)
-            Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(config.n_trials, workers)
+        study, wall_s = execute(config, address, resume=resume, prior=prior, console=console)
     except KeyboardInterrupt as interrupt:
-        progress.close()
         err.print(
             f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n"
             f"  prism-search resume {config.name} --storage {mask_url(config.storage)}",
@@ -80,50 +44,14 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
             highlight=False,
         )
         raise typer.Exit(130) from interrupt
-    finally:
-        progress.close()
-    _print_summary(study, time.monotonic() - started)
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c():
-    """SIGTERM (kill, systemd, Kubernetes, `ray job stop`) stops a run exactly like Ctrl-C: trials queued again,
-    the resume command printed. Installed after ray.init, whose own handler exits without either."""
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _seed_with_prior(study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
-    """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
-    A study seeded before (also on resume) gets its narrowing sampler back."""
-    from search.early_stopping import make_stopping
-    from search.priors import keeping_checkpoints, narrow_sampler, prior_from_baseline, seed_study
-    from search.priors.seeding import is_seeded
-    from search.runner.driver import Driver
-
-    if prior == "auto" and not is_seeded(study):
-        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
-        baselines.run(config.search.baseline_seeds, config.resources.workers)
-        prior = prior_from_baseline(study, config)
-        progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")
-    elif isinstance(prior, dict):
-        added = seed_study(study, config, prior)
-        progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
-    narrow_sampler(study, config)
+    _print_summary(study, wall_s)
 
 
 def _print_summary(study, wall_s: float | None) -> None:
     """The study table, its confirmation table and rung-fidelity warnings; after a run (`wall_s` given) it names
     the `confirm` command while the best is selected on the search seed only."""
     from search.stats import MIN_CURVES, tokens_text
-    from search.study import summarize
+    from search.storage.summary import summarize
 
     s = summarize(study)
     table = Table(title=f"study {s.name}", show_header=False)
@@ -213,7 +141,8 @@ def resume(
     track: list[str] | None = TrackOpt,
 ) -> None:
     """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
-    from search.study import load_study, stored_config
+    from search.storage.records import stored_config
+    from search.study.create import load_study
 
     url = storage or DEFAULT_STORAGE
     check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
@@ -230,7 +159,8 @@ def status(
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
     import optuna
 
-    from search.study import load_study, summarize
+    from search.storage.summary import summarize
+    from search.study.create import load_study
 
     store = open_storage(storage or DEFAULT_STORAGE)
     names = [name] if name else [s.study_name for s in optuna.get_all_study_summaries(store)]
@@ -251,7 +181,7 @@ def schedules(
 ) -> None:
     """The size of the study's schedule space and, with --list, every schedule in it."""
     from prism import allowed_head_counts
-    from search.study import family_for
+    from search.config import family_for
 
     config = load_config(study_file)
     family = family_for(config)
@@ -266,7 +196,7 @@ def schedules(
 
 
 def _stored(name: str, storage: str | None):
-    from search.study import load_study
+    from search.study.create import load_study
 
     return load_study(name, open_storage(storage or DEFAULT_STORAGE))
 
@@ -281,26 +211,9 @@ def confirm(
     address: str | None = AddressOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
-    from search.confirm import run_confirmation, top_schedules
-    from search.progress import Progress
-    from search.runner.driver import connect_ray
-    from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, stored_config
+    from search.study.lifecycle import confirm as confirm_study
 
-    study = _stored(name, storage)
-    config = stored_config(study)
-    planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
-    fingerprint = corpus_fingerprint(config)
-    if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
-        raise PrismSearchError(f"study {name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
-    n_workers = workers or config.resources.workers
-    connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
-    done = len(study.get_trials(deepcopy=False, states=FINISHED))
-    progress = Progress(name, done + planned, done, console=console)
-    try:
-        with _sigterm_as_ctrl_c():
-            rows = run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
-    finally:
-        progress.close()
+    rows = confirm_study(_stored(name, storage), top, seeds, workers, address, console)
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
 
@@ -310,7 +223,7 @@ def best(
     storage: str | None = StorageOpt,
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
-    from search.study import summarize
+    from search.storage.summary import summarize
 
     s = summarize(_stored(name, storage))
     if s.best_schedule is None:
@@ -327,7 +240,7 @@ def export(
     storage: str | None = StorageOpt,
 ) -> None:
     """Every finished trial as a row: objectives, metrics and one column per layer's head count."""
-    from search.export import render
+    from search.study.export import render
 
     if fmt not in ("csv", "json"):
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")

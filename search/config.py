@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
 from prism.config import check_power_of_two
 from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
-from search.families import DEFAULT_LATE_ZONE, FAMILIES, make_family
-from search.references import parse_reference
+from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
+from search.references import Reference, parse_reference
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
 
@@ -275,3 +275,14 @@ def load_config(path: str | Path) -> StudyConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax") from None
     return parse_config(data, str(path))
+
+
+def family_for(config: StudyConfig) -> ScheduleFamily:
+    """The study's schedule space, as the config declares it."""
+    counts = allowed_head_counts(config.model_config_)
+    return make_family(config.space.family, config.model.n_layer, counts, config.space.late_zone)
+
+
+def references_for(config: StudyConfig) -> list[Reference]:
+    counts = allowed_head_counts(config.model_config_)
+    return [parse_reference(text, config.model.n_layer, counts, config.baseline.heads[0]) for text in config.space.references]

@@ -2,7 +2,7 @@
 
 from search.dashboard.app import Dashboard, DashboardError, bind_warning, make_server_for, open_readonly, serve
 from search.dashboard.report import write_report
-from search.dashboard.views import StudyView, TrialRow, layer_importance, pareto_front, study_view
+from search.dashboard.views import StudyView, TrialRow, layer_importance, study_view
 
 __all__ = [
     "Dashboard",
@@ -13,7 +13,6 @@ __all__ = [
     "layer_importance",
     "make_server_for",
     "open_readonly",
-    "pareto_front",
     "serve",
     "study_view",
     "write_report",

@@ -26,6 +26,7 @@ from search.config import PrismSearchError
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
 from search.storage import StorageError, mask_url, open_storage
+from search.storage._optuna import cached
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -45,7 +46,7 @@ def open_readonly(url: str) -> optuna.storages.BaseStorage:
         path = url.removeprefix("sqlite:///")
         if path and path != ":memory:" and not Path(path).is_file():
             raise StorageError(f"no database file at {path!r}; start a study first or fix --storage")
-    return optuna.storages._CachedStorage(open_storage(url))
+    return cached(open_storage(url))
 
 
 class Dashboard:

@@ -17,10 +17,10 @@ from search.dashboard.views import (
     TrialRow,
     layer_importance,
     loss_key,
-    pareto_front,
     speed_key,
 )
 from search.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
+from search.storage.summary import pareto_front
 
 ROLE_STYLE = {  # marker symbol, colour, size
     "baseline": ("star", "#111111", 14),

@@ -16,9 +16,8 @@ from typing import Literal
 import optuna
 from optuna.trial import TrialState
 
-from search.config import StudyConfig
-from search.dashboard.views import ATTR_AUDIT
-from search.study import ATTR_CONFIG, ATTR_FINGERPRINT, family_for
+from search.config import StudyConfig, family_for
+from search.storage.records import ATTR_AUDIT, ATTR_CONFIG, ATTR_FINGERPRINT, schedule_attrs
 
 LOSS_FLOOR = 1.85
 EARLY_HEAD_PENALTY = (0.06, 0.03, 0.01)  # added to val loss when layer 0, 1, 2 has the fewest allowed heads
@@ -81,10 +80,8 @@ def synthetic_study(
         trial = scratch.ask()
         schedule = family.suggest(trial)
         role, trial_seed = trial.user_attrs.get("role", "search"), trial.user_attrs.get("seed", config.seed)
-        for key, value in [("schedule", str(schedule)), ("role", role), ("seed", trial_seed)]:
+        for key, value in schedule_attrs(schedule, role, trial_seed).items():  # what the driver stores
             trial.set_user_attr(key, value)
-        for layer, h in enumerate(schedule.heads):
-            trial.set_user_attr(f"heads_{layer:02d}", h)
         w = i % workers
         trial.set_user_attr("worker", {"host": "synthetic", "pid": 1000 + w, "device": "cpu"})
         final = _loss(schedule.heads, fewest, trial_seed, rng)

@@ -24,9 +24,9 @@ from optuna.trial import FrozenTrial, TrialState
 from prism import Schedule, ScheduleError
 from search.config import ConfigError, PrismSearchError, StudyConfig
 from search.storage import mask_url
-from search.study import Summary, stored_config, summarize
-
-ATTR_AUDIT = "prism.audit"
+from search.storage._optuna import set_trial_id, trial_id
+from search.storage.records import ATTR_AUDIT, stored_config
+from search.storage.summary import Summary, summarize
 
 
 @dataclass(frozen=True)
@@ -210,13 +210,13 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
     audited = study_audit.get("source") if isinstance(study_audit, dict) else None
     rows = []
     for t in trials:
-        hit = row_cache.get((study.study_name, t._trial_id)) if row_cache is not None else None
+        hit = row_cache.get((study.study_name, trial_id(t))) if row_cache is not None else None
         if hit is not None and hit[0] is t:
             rows.append(hit[1])
             continue
         rows.append(to_row(t, names, study_audit if audited == f"{study.study_name}:{t.number}" else None))
         if row_cache is not None and t.state.is_finished():
-            row_cache[(study.study_name, t._trial_id)] = (t, rows[-1])
+            row_cache[(study.study_name, trial_id(t))] = (t, rows[-1])
     config, config_error = None, None
     try:
         config = stored_config(study)
@@ -237,20 +237,6 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
 
 
 # -- derived quantities ---------------------------------------------------------------------------------
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the non-dominated points when minimising the first coordinate and maximising the second.
-
-    One sort and one sweep, O(n log n): the O(n^2) pairwise check is what makes stock dashboards slow on big studies.
-    """
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
-    front, best = [], -math.inf
-    for i in order:
-        if points[i][1] > best:
-            front.append(i)
-            best = points[i][1]
-    return front
 
 
 MIN_TRIALS_FOR_IMPORTANCE = 10
@@ -292,7 +278,8 @@ def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, 
     distributions: dict[str, optuna.distributions.BaseDistribution] = {n: dist for n in names}
     trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
     for number, trial in enumerate(trials):  # what add_trials would assign: PED-ANOVA tells trials apart by their
-        trial.number, trial._trial_id = number, number  # ids (all 0 otherwise: equal importances, which tests catch)
+        trial.number = number  # ids (all 0 otherwise: equal importances, which tests catch)
+        set_trial_id(trial, number)
     scratch = optuna.create_study(storage=_ReadyTrials(trials), direction="minimize")
     evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))
     with warnings.catch_warnings():

@@ -57,10 +57,10 @@ def _load_folder(path: Path) -> tuple[PrismLM, str]:
 
 def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
     from search.storage import open_storage
-    from search.storage.records import ATTR_CHECKPOINT
-    from search.study import load_study
+    from search.storage.records import ATTR_CHECKPOINT, find_study, stored_config
 
-    study = load_study(study_name, open_storage(storage_url))
+    study = find_study(study_name, open_storage(storage_url))
+    stored_config(study)  # a study prism-search made, or one line saying it is not
     trials = study.get_trials(deepcopy=False)
     if number >= len(trials):
         raise AuditError(f"study {study_name!r} has no trial {number} (it has {len(trials)}); check STUDY:TRIAL")

@@ -16,6 +16,7 @@ import optuna
 
 from search.config import StudyConfig
 from search.storage.records import ATTR_CHECKPOINT
+from search.storage.summary import is_paired_baseline, summarize
 
 
 def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:
@@ -28,18 +29,12 @@ def keep_checkpoints(study: optuna.Study, config: StudyConfig) -> None:
     """After a trial was told: when keeping "best", delete every checkpoint but those of the best trial, the
     Pareto front (multi-objective studies) and the paired baseline. Duplicates share their original's
     directory, so what is kept is decided by path, not by trial."""
-    from search.study import summarize
-
     if config.keep_checkpoints != "best":
         return
     summary = summarize(study)
     keep_numbers = {summary.best_number} | {p["number"] for p in summary.pareto}
     trials = study.get_trials(deepcopy=False)
-    keep = {
-        t.user_attrs.get(ATTR_CHECKPOINT)
-        for t in trials
-        if t.number in keep_numbers or (t.user_attrs.get("role") == "baseline" and t.user_attrs.get("seed") == config.seed)
-    }
+    keep = {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials if t.number in keep_numbers or is_paired_baseline(t, config)}
     for path in {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials} - keep:
         if path and Path(path).is_dir():
             shutil.rmtree(path)

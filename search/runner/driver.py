@@ -22,9 +22,7 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
-from search import samplers
-from search.config import StudyConfig
-from search.constraints import apply_constraint
+from search.config import StudyConfig, family_for
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
 from search.runner import cache
@@ -32,8 +30,8 @@ from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
-from search.storage.records import DUPLICATE_ATTR, result_attrs, schedule_attrs
-from search.study import FINISHED, enqueue, family_for, stored_config
+from search.storage.constraints import apply_constraint
+from search.storage.records import DUPLICATE_ATTR, FINISHED, enqueue, result_attrs, schedule_attrs, stored_config
 from search.tracking import make_trackers
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
@@ -101,7 +99,7 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
 
 
 class Stopping(Protocol):
-    """Decides between evaluations whether a search trial goes on; the study picks it (search.early_stopping)."""
+    """Decides between evaluations whether a search trial goes on; the study picks it (search.study.pruning)."""
 
     def report(self, trial: optuna.Trial, point: EvalPoint) -> None: ...
 
@@ -292,7 +290,7 @@ class Driver:
     def _track(self, trial: optuna.Trial) -> None:
         """The driver, the only writer, hands each finished trial as stored to the trackers; they never raise."""
         if self.trackers:
-            frozen = self._db(self.study._storage.get_trial, trial._trial_id)
+            frozen = self._db(storage_of(self.study).get_trial, trial_id(trial))
             for tracker in self.trackers:
                 tracker(self.study, frozen)
 
@@ -343,8 +341,8 @@ class Driver:
         self._heartbeat()
 
     def run(self, target: int, n_workers: int) -> None:
-        """Run trials until the study has `target` COMPLETE or PRUNED trials, counting every driver's."""
-        target = samplers.reachable_target(self.study, target)
+        """Run trials until the study has `target` COMPLETE or PRUNED trials, counting every driver's (a grid
+        study's caller caps `target` at what its walk can reach: search.study.samplers.reachable_target)."""
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:

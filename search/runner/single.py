@@ -16,8 +16,8 @@ from prism import Schedule, ScheduleError, TrainResult, load_checkpoint, load_co
 from prism.analysis import LayerMetrics, layer_profile
 from search.config import StudyConfig, load_config, parse_config
 from search.errors import ConfigError
+from search.runner.corpus import corpus_fingerprint
 from search.runner.worker import TrialSpec, run_trial
-from search.study import corpus_fingerprint
 
 
 @dataclass

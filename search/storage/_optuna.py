@@ -1,7 +1,8 @@
 """The Optuna internals prism-search needs, in one place, so an Optuna upgrade is checked here only.
 
-Optuna has no public way to reach a study's storage, a trial's storage id or the trials whose heartbeat went
-stale without failing them (`fail_stale_trials` fails them before the driver can record why and requeue them
+Optuna has no public way to reach a study's storage, a trial's storage id (or to give one to a trial made with
+`create_trial`), to cache a storage for a long-lived reader, or to find the trials whose heartbeat went stale
+without failing them (`fail_stale_trials` fails them before the driver can record why and requeue them
 exactly once). Everything else goes through the storage's public methods on `storage_of(study)`.
 """
 
@@ -26,3 +27,13 @@ def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
 def stale_trial_ids(study: optuna.Study) -> list[int]:
     """RUNNING trials whose heartbeat is older than the storage's grace period."""
     return storage_of(study)._get_stale_trial_ids(study._study_id)  # a cached RDBStorage: open_storage's, with heartbeats
+
+
+def set_trial_id(trial: FrozenTrial, trial_id: int) -> None:
+    """Give a trial made with `optuna.trial.create_trial` the id `add_trials` would, for in-memory scratch studies."""
+    trial._trial_id = trial_id
+
+
+def cached(storage: optuna.storages.RDBStorage) -> optuna.storages.BaseStorage:
+    """Optuna's cache of finished trials around a storage, as `optuna.load_study` puts it around an RDBStorage."""
+    return optuna.storages._CachedStorage(storage)

@@ -13,11 +13,12 @@ import ray
 import torch
 
 from search.config import parse_config
-from search.early_stopping import make_stopping
+from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver, connect_ray
 from search.runner.worker import TrialSession
 from search.storage import open_storage
-from search.study import corpus_fingerprint, open_study
+from search.study.create import open_study
+from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 
 RESOURCES = {"workers": 2, "cpus_per_trial": 3, "gpus_per_trial": 0.5}

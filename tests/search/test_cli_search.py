@@ -12,10 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from search.cli import app
-from search.early_stopping import make_stopping
+from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
-from search.study import corpus_fingerprint, open_study
+from search.study.create import open_study
+from search.study.pruning import make_stopping
 
 runner = CliRunner()
 

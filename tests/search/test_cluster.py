@@ -19,7 +19,7 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from search.runner.cluster import ClusterError, check_cluster
-from search.study import FINISHED
+from search.storage.records import FINISHED
 from tests.search.cluster_probe import RESOURCES
 from tests.search.conftest import ROOT
 

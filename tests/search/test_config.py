@@ -1,7 +1,6 @@
 import pytest
 
-from search.config import ConfigError, load_config, parse_config
-from search.study import references_for
+from search.config import ConfigError, load_config, parse_config, references_for
 
 
 def test_tiny_config_loads_with_defaults(tiny_config):

@@ -11,10 +11,13 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.early_stopping import make_stopping
+from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
-from search.study import FINISHED, corpus_fingerprint, open_study, summarize
+from search.storage.records import FINISHED
+from search.storage.summary import summarize
+from search.study.create import open_study
+from search.study.pruning import make_stopping
 
 pytestmark = pytest.mark.e2e
 

@@ -6,22 +6,13 @@ import optuna
 import pytest
 
 from prism import Schedule
+from search.config import family_for
 from search.families import RampFamily, UniformFamily
-from search.priors import (
-    ATTR_AUDIT,
-    ATTR_PRIOR,
-    PriorError,
-    PriorSampler,
-    Zone,
-    detect_zones,
-    ideal_schedule,
-    make_prior,
-    narrow_sampler,
-    rank_schedules,
-    read_prior,
-    seed_study,
-)
-from search.study import family_for, open_study
+from search.priors import PriorError, Zone, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior
+from search.storage.records import ATTR_AUDIT, ATTR_PRIOR
+from search.study.create import open_study
+from search.study.lifecycle import narrow_sampler, seed_study
+from search.study.samplers import PriorSampler
 
 
 def _step(n_layer: int, at: int, low: float = 0.0, high: float = 1.0, noise: float = 0.0) -> list[float]:

@@ -74,7 +74,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_2(monkeypatch, tmp_path, capsy
     cases.append((["run", study_toml(), "--prior", tmp_path / "bad_prior.json"], "is for 6 layers"))
     # a stored trial that kept no checkpoint
     from search.storage import open_storage
-    from search.study import open_study
+    from search.study.create import open_study
 
     trained = tmp_path / "trained.db"
     study = open_study(tiny_config.model_copy(update={"storage": f"sqlite:///{trained}"}), open_storage(f"sqlite:///{trained}"), "x")
@@ -98,7 +98,7 @@ def test_run_prior_auto_end_to_end(monkeypatch, tmp_path, ray_local, study_toml)
     assert cli(monkeypatch, "run", toml, "--prior", "auto") == 0
     import optuna
 
-    from search.priors import ATTR_AUDIT, ATTR_PRIOR
+    from search.storage.records import ATTR_AUDIT, ATTR_PRIOR
 
     study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{db}")
     audit = json.loads(study.user_attrs[ATTR_AUDIT])

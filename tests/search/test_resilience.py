@@ -13,13 +13,15 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.early_stopping import make_stopping
 from search.progress import Progress
 from search.runner import driver as driver_module
+from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import DatabaseUnavailable, Driver
 from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import open_storage
-from search.study import FINISHED, corpus_fingerprint, open_study
+from search.storage.records import FINISHED
+from search.study.create import open_study
+from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
 

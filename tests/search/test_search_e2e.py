@@ -5,12 +5,15 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.config import StudyConfig
-from search.early_stopping import make_stopping
+from search.config import StudyConfig, family_for
+from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
-from search.storage.records import DUPLICATE_ATTR
-from search.study import FINISHED, corpus_fingerprint, family_for, open_study, summarize
+from search.storage.records import DUPLICATE_ATTR, FINISHED
+from search.storage.summary import summarize
+from search.study.create import open_study
+from search.study.pruning import make_stopping
+from search.study.samplers import reachable_target
 
 pytestmark = pytest.mark.e2e
 
@@ -63,7 +66,8 @@ def _config(tiny_config: StudyConfig, storage: str, case: dict) -> StudyConfig:
 def _run(config: StudyConfig, workers: int = 2) -> optuna.Study:
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=workers)
+    target = reachable_target(study, config.n_trials)  # the grid case ends with its space
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(target, n_workers=workers)
     return optuna.load_study(study_name=config.name, storage=config.storage)  # read back with the stock library
 
 

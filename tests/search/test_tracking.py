@@ -16,10 +16,12 @@ import pytest
 from optuna.trial import TrialState
 
 from search.config import ConfigError, TrackingSection
-from search.early_stopping import make_stopping
+from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
-from search.study import FINISHED, corpus_fingerprint, open_study
+from search.storage.records import FINISHED
+from search.study.create import open_study
+from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 from tests.search.test_cluster import _free_port
 

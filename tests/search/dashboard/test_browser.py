@@ -178,10 +178,11 @@ def test_report_opens_offline(browser, dash_url, tmp_path):
 
 def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab):
     """The issue's 'done when': open the dashboard on a study, start real training, watch the page fill in."""
-    from search.early_stopping import make_stopping
+    from search.runner.corpus import corpus_fingerprint
     from search.runner.driver import Driver
     from search.storage import open_storage
-    from search.study import corpus_fingerprint, open_study
+    from search.study.create import open_study
+    from search.study.pruning import make_stopping
 
     config = tiny_config.model_copy(update={"n_trials": 3})
     fingerprint = corpus_fingerprint(config)

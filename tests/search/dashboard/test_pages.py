@@ -11,8 +11,8 @@ from search.dashboard import figures as figs
 from search.dashboard.pages import study_page, trial_page
 from search.dashboard.report import write_report
 from search.dashboard.views import same_budget_gap, study_view
-from search.study import ATTR_CONFIRMATION
-from tests.search.test_study_summary import UNIFORM, add, make_study, searched
+from search.storage.records import ATTR_CONFIRMATION
+from tests.search.storage.test_summary import UNIFORM, add, make_study, searched
 
 
 @pytest.fixture

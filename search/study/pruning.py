@@ -1,4 +1,4 @@
-"""How a running trial is judged at each evaluation: Optuna's pruner, or rung-based successive halving.
+"""How a running trial is judged at each evaluation: Optuna's pruner (made here), or rung-based successive halving.
 
 Single-objective studies report every evaluation to Optuna and ask its pruner (budgets in training tokens).
 Multi-objective trials cannot report or prune in Optuna (`NotImplementedError`), so `RungStopping` does
@@ -87,3 +87,19 @@ def promotable(value: float, others: list[float], eta: int) -> bool:
 
 def make_stopping(study: optuna.Study, config: StudyConfig) -> OptunaPruning | RungStopping:
     return RungStopping(study, config) if len(config.search.objectives) > 1 else OptunaPruning()
+
+
+def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
+    """Pruner budgets are in training tokens, the unit every trial reports its intermediate values in.
+    Multi-objective studies get no Optuna pruner: `RungStopping` stops their trials."""
+    min_resource, max_resource = budget_tokens(config)
+    factor = config.search.reduction_factor
+    match config.search.pruner if len(config.search.objectives) == 1 else "none":
+        case "hyperband":
+            return optuna.pruners.HyperbandPruner(min_resource=min_resource, max_resource=max_resource, reduction_factor=factor)
+        case "successive-halving":
+            return optuna.pruners.SuccessiveHalvingPruner(min_resource=min_resource, reduction_factor=factor)
+        case "median":
+            return optuna.pruners.MedianPruner(n_startup_trials=config.search.n_startup_trials, n_warmup_steps=min_resource)
+        case _:
+            return optuna.pruners.NopPruner()

@@ -3,9 +3,8 @@
 import optuna
 import pytest
 
-from search.config import StudyConfig
-from search.samplers import GRID_ATTR, GridExhausted, ScheduleGridSampler, make_sampler
-from search.study import family_for
+from search.config import StudyConfig, family_for
+from search.study.samplers import GRID_ATTR, GridExhausted, ScheduleGridSampler, make_sampler
 
 
 def _config(tiny_config, sampler, family="ramp"):
@@ -20,7 +19,7 @@ def _config(tiny_config, sampler, family="ramp"):
 def _walk(config, n):
     """Schedules a sampler proposes for a deterministic objective (the sum of head counts)."""
     family = family_for(config)
-    study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config, family))
+    study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config))
     out = []
     for _ in range(n):
         trial = study.ask()

@@ -3,7 +3,7 @@
 Confirmation seeds are fixed (study seed + 1000 + k), never used by the search, so re-running `confirm` (after a stop,
 or with more seeds) queues only the runs it does not already hold, finished or still queued. Each schedule's gap to uniform is
 paired per seed (same initial weights, data order and validation batches) and reported with a t interval on the
-confirmation seeds only (`search.study.confirmation_rows`).
+confirmation seeds only (`search.storage.summary.confirmation_rows`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import optuna
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.config import PrismSearchError, StudyConfig
-from search.study import ATTR_CONFIRMATION, confirmation_rows, enqueue, family_for, ranked, stored_config
+from search.config import PrismSearchError, StudyConfig, family_for
+from search.storage.records import ATTR_CONFIRMATION, enqueue, stored_config
+from search.storage.summary import confirmation_rows, ranked
+from search.study.pruning import make_stopping
 
 CONFIRM_SEED_OFFSET = 1000
 
@@ -65,7 +67,6 @@ def collect(study: optuna.Study) -> list[dict]:
 
 def run_confirmation(study: optuna.Study, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None) -> list[dict]:
     """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules."""
-    from search.early_stopping import make_stopping
     from search.runner.driver import Driver, requeue_stale_trials  # the driver needs Ray; planning and collecting don't
 
     config = stored_config(study)

@@ -7,8 +7,9 @@ import sys
 from typer.testing import CliRunner
 
 from search.cli import app
+from search.runner.corpus import corpus_fingerprint
 from search.storage import open_storage
-from search.study import corpus_fingerprint, open_study
+from search.study.create import open_study
 
 runner = CliRunner()
 

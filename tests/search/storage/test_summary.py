@@ -7,9 +7,9 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 
-from search.confirm import collect
-from search.storage.records import DUPLICATE_ATTR
-from search.study import ATTR_CONFIG, ATTR_CONFIRMATION, ranked, summarize
+from search.storage.records import ATTR_CONFIG, ATTR_CONFIRMATION, DUPLICATE_ATTR
+from search.storage.summary import ranked, summarize
+from search.study.confirm import collect
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
 
@@ -162,8 +162,9 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
 def test_references_are_queued_at_every_baseline_seed_and_reported_once_with_every_pair(tiny_config):
     from optuna.trial import TrialState
 
+    from search.runner.corpus import corpus_fingerprint
     from search.storage import open_storage
-    from search.study import corpus_fingerprint, open_study
+    from search.study.create import open_study
 
     config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["ramp=1x1,2x1,4x1"]})})
     study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))

@@ -1,155 +1,24 @@
-"""Studies in the database: creation with everything needed to resume, and the summary users read.
+"""The summary users read (`status`, `best`, the dashboard, checkpoint retention): what a study's trials show.
 
-A study stores its full validated config and its corpus fingerprint as study user attrs, so `resume NAME`
-needs no TOML and refuses a corpus that changed. The uniform baseline is enqueued first, once per
-`baseline_seeds`; the first baseline uses the study seed like every search trial, so its gap to any schedule
-is a paired comparison. A gap is the mean of such per-seed differences with a t interval (search.stats); the best
-of N is selected on the search seed, so only its gap on fresh confirmation seeds is free of that selection.
+The uniform baseline's first seed is the study seed, like every search trial's, so its gap to any schedule is a
+paired comparison. A gap is the mean of such per-seed differences with a t interval (search.stats); the best of N
+is selected on the search seed, so only its gap on fresh confirmation seeds is free of that selection.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import optuna
-from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from prism import CorpusError, Schedule, allowed_head_counts, load_corpus
-from search import samplers
-from search.config import OBJECTIVES, ConfigError, PrismSearchError, StudyConfig, parse_config
-from search.constraints import is_feasible
-from search.early_stopping import budget_tokens
-from search.families import ScheduleFamily, make_family
-from search.references import Reference, parse_reference
+from search.config import StudyConfig
 from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
-from search.storage.records import DUPLICATE_ATTR
-
-ATTR_CONFIG = "prism.config"
-ATTR_FINGERPRINT = "prism.corpus_fingerprint"
-ATTR_CONFIRMATION = "prism.confirmation"  # + ".plan": the schedules and seed count `confirm` queued
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-def family_for(config: StudyConfig) -> ScheduleFamily:
-    counts = allowed_head_counts(config.model_config_)
-    return make_family(config.space.family, config.model.n_layer, counts, config.space.late_zone)
-
-
-def references_for(config: StudyConfig) -> list[Reference]:
-    counts = allowed_head_counts(config.model_config_)
-    return [parse_reference(text, config.model.n_layer, counts, config.baseline.heads[0]) for text in config.space.references]
-
-
-def make_sampler(config: StudyConfig) -> optuna.samplers.BaseSampler:
-    return samplers.make_sampler(config, family_for(config))
-
-
-def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:
-    """Pruner budgets are in training tokens, the unit every trial reports its intermediate values in.
-    Multi-objective studies get no Optuna pruner: `search.early_stopping.RungStopping` stops their trials."""
-    min_resource, max_resource = budget_tokens(config)
-    factor = config.search.reduction_factor
-    match config.search.pruner if len(config.search.objectives) == 1 else "none":
-        case "hyperband":
-            return optuna.pruners.HyperbandPruner(min_resource=min_resource, max_resource=max_resource, reduction_factor=factor)
-        case "successive-halving":
-            return optuna.pruners.SuccessiveHalvingPruner(min_resource=min_resource, reduction_factor=factor)
-        case "median":
-            return optuna.pruners.MedianPruner(n_startup_trials=config.search.n_startup_trials, n_warmup_steps=min_resource)
-        case _:
-            return optuna.pruners.NopPruner()
-
-
-def stored_config(study: optuna.Study) -> StudyConfig:
-    raw = study.user_attrs.get(ATTR_CONFIG)
-    if raw is None:
-        raise PrismSearchError(f"study {study.study_name!r} was not created by prism-search (no stored config)")
-    source = f"stored config of study {study.study_name!r}"
-    try:
-        return parse_config(json.loads(raw), source, stored=True)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{source}: not valid JSON ({e}); the study attr {ATTR_CONFIG!r} was changed outside prism-search") from None
-    except ConfigError as e:  # the TOML hint ("remove it") does not apply to a stored study
-        raise ConfigError(f"{str(e).split('; ')[0]}; open the study with the prism-search version that created it") from None
-
-
-def _comparable(config: StudyConfig) -> dict:
-    """The parts of a config that must not change over a study's life (trial count, storage, workers may)."""
-    return config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir"})
-
-
-def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
-    try:
-        probe = optuna.load_study(study_name=name, storage=storage)
-    except KeyError:
-        names = ", ".join(s.study_name for s in optuna.get_all_study_summaries(storage)) or "none"
-        raise PrismSearchError(f"no study named {name!r} in this storage (studies: {names}); check the name or --storage") from None
-    config = stored_config(probe)
-    return optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(config), pruner=make_pruner(config))
-
-
-def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, fingerprint: str) -> optuna.Study:
-    """Create the study (baseline and references enqueued) or reopen it after checking nothing drifted."""
-    study = optuna.create_study(
-        study_name=config.name,
-        storage=storage,
-        load_if_exists=True,
-        directions=[OBJECTIVES[o] for o in config.search.objectives],
-        sampler=make_sampler(config),
-        pruner=make_pruner(config),
-    )
-    if ATTR_CONFIG in study.user_attrs:
-        previous = stored_config(study)
-        if _comparable(previous) != _comparable(config):
-            raise PrismSearchError(
-                f"study {config.name!r} exists with a different model/space/train/data/search config; "
-                f"use `prism-search resume {config.name}` or give the study a new name"
-            )
-        if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
-            raise PrismSearchError(
-                f"study {config.name!r} was trained on a corpus with fingerprint "
-                f"{study.user_attrs.get(ATTR_FINGERPRINT)}, this one has {fingerprint}; use a new study name"
-            )
-        study.set_user_attr(ATTR_CONFIG, config.model_dump_json())  # n_trials and resources may change
-        return study
-    study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
-    study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
-    study.set_metric_names(list(config.search.objectives))
-    family = family_for(config)
-    seeds = [config.seed + k for k in range(config.search.baseline_seeds)]
-    for seed in seeds:
-        enqueue(study, family, config.baseline, role="baseline", seed=seed)
-    for seed in seeds:  # a reference runs at every baseline seed: its gap to uniform is paired on all of them
-        for ref in references_for(config):
-            enqueue(study, family, ref.schedule, role="reference", seed=seed, reference=ref.name)
-    return study
-
-
-def enqueue(study: optuna.Study, family: ScheduleFamily, schedule: Schedule, *, role: str, seed: int, **attrs) -> None:
-    """Queue a schedule. A schedule outside the family still runs; its params are then left to the sampler."""
-    params = family.params_for(schedule) if family.contains(schedule) else {}
-    study.enqueue_trial(params, user_attrs={"role": role, "seed": seed, "schedule": str(schedule), **attrs})
-
-
-def corpus_fingerprint(config: StudyConfig) -> str:
-    """Load the corpus once up front, so a bad corpus fails here with one line, before Ray or the database."""
-    try:
-        corpus = load_corpus(config.data.corpus, config.data.val_fraction, **config.data.corpus_options())
-    except CorpusError as e:
-        raise ConfigError(f"data.corpus: {e}") from None
-    if corpus.vocab_size > config.model.vocab_size:
-        raise ConfigError(
-            f"model.vocab_size={config.model.vocab_size} is smaller than the corpus vocab {corpus.vocab_size}; "
-            f"set model.vocab_size = {corpus.vocab_size}"
-        )
-    return corpus.fingerprint
+from search.storage.constraints import is_feasible
+from search.storage.records import DUPLICATE_ATTR, FINISHED, stored_config
 
 
 @dataclass(frozen=True)
@@ -233,17 +102,31 @@ def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[Froze
     return sorted(paired, key=val_loss)
 
 
-def pareto_front(trials: list[FrozenTrial], directions: list[StudyDirection]) -> list[FrozenTrial]:
-    """Trials no other trial dominates (at least as good in every objective, better in one); one per schedule."""
-    signs = [1 if d == StudyDirection.MINIMIZE else -1 for d in directions]
-    keys = {t.number: [s * v for s, v in zip(signs, t.values)] for t in trials}
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the non-dominated points when minimising the first coordinate (val loss) and maximising the
+    second (tokens/s), the only two objectives a study has.
 
-    def dominates(a: list[float], b: list[float]) -> bool:
-        return all(x <= y for x, y in zip(a, b)) and a != b
+    One sort and one sweep, O(n log n): the O(n^2) pairwise check is what makes stock dashboards slow on big studies.
+    """
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -math.inf
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
 
-    front = [t for t in trials if not any(dominates(keys[o.number], keys[t.number]) for o in trials)]
-    unique = {t.user_attrs.get("schedule"): t for t in reversed(front)}  # a duplicate shares its original's values
+
+def pareto_trials(trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """The feasible competing trials on the front, one per schedule (a duplicate shares its original's values)."""
+    front = [trials[i] for i in pareto_front([(val_loss(t), t.values[1]) for t in trials])]
+    unique = {t.user_attrs.get("schedule"): t for t in sorted(front, key=lambda t: -t.number)}
     return sorted(unique.values(), key=lambda t: t.number)
+
+
+def is_paired_baseline(trial: FrozenTrial, config: StudyConfig) -> bool:
+    """The uniform baseline at the study seed: the run every search trial's gap is paired with."""
+    return trial.user_attrs.get("role") == "baseline" and trial.user_attrs.get("seed") == config.seed
 
 
 def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
@@ -346,7 +229,7 @@ def summarize(study: optuna.Study) -> Summary:
     ]
     pareto = [
         {"number": t.number, "schedule": t.user_attrs.get("schedule"), **dict(zip(config.search.objectives, t.values))}
-        for t in (pareto_front(competing, study.directions) if len(config.search.objectives) > 1 else [])
+        for t in (pareto_trials(competing) if len(config.search.objectives) > 1 else [])
     ]
     return Summary(
         name=study.study_name,

@@ -6,7 +6,7 @@ from optuna.trial import TrialState
 
 from prism import EvalPoint
 from search.config import StudyConfig
-from search.early_stopping import RungStopping, make_stopping, promotable, rungs
+from search.study.pruning import RungStopping, make_stopping, promotable, rungs
 
 
 def _config(tiny_config: StudyConfig, **search) -> StudyConfig:

@@ -5,17 +5,23 @@ schedule many times. `ScheduleGridSampler` instead hands out each member of the 
 deterministic order, by giving every sampled trial the next unclaimed index (stored as a system attr, so
 resumed runs and several drivers continue the walk). Enqueued trials (baseline, references, retries) keep their
 fixed params; their schedules reappear in the walk and are then served by the duplicate cache.
+
+`PriorSampler` narrows a prior-seeded study's first `search.n_startup_trials` proposals: each parameter, with
+probability prior_strength, is taken from a prior schedule's encoding (trials cycle through the priors) and
+moved by at most one step; otherwise the study's own sampler draws it. After that the study's sampler runs
+unchanged, learning from every trial, prior or not.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import optuna
-from optuna.distributions import BaseDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from search.config import StudyConfig
+from search.config import StudyConfig, family_for
 from search.errors import GridExhausted
 from search.families import ScheduleFamily
 from search.storage._optuna import storage_of, trial_id
@@ -53,7 +59,7 @@ class ScheduleGridSampler(optuna.samplers.BaseSampler):
         return self.family.params_for(schedule)[param_name]
 
 
-def make_sampler(config: StudyConfig, family: ScheduleFamily) -> optuna.samplers.BaseSampler:
+def make_sampler(config: StudyConfig) -> optuna.samplers.BaseSampler:
     s = config.search
     match s.sampler:
         case "random":
@@ -63,7 +69,7 @@ def make_sampler(config: StudyConfig, family: ScheduleFamily) -> optuna.samplers
         case "nsga2":
             return optuna.samplers.NSGAIISampler(seed=config.seed, population_size=s.population_size)
         case "grid":
-            return ScheduleGridSampler(family)
+            return ScheduleGridSampler(family_for(config))
         case _:
             return optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=s.n_startup_trials)
 
@@ -75,3 +81,47 @@ def reachable_target(study: optuna.Study, target: int) -> int:
     trials = study.get_trials(deepcopy=False)
     live = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING) for t in trials)
     return min(target, live + len(study.sampler.schedules) - len(study.sampler.claimed(study)))
+
+
+class PriorSampler(optuna.samplers.BaseSampler):
+    """The study's sampler, except that trials numbered below `narrow_until` are drawn near prior schedules."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler, anchors: list[dict[str, Any]], strength: float, narrow_until: int, seed: int = 0):
+        self.base, self.anchors, self.strength, self.narrow_until, self.seed = base, anchors, strength, narrow_until, seed
+
+    def _narrowing(self, trial: FrozenTrial) -> bool:
+        return bool(self.anchors) and self.strength > 0 and trial.number < self.narrow_until
+
+    def infer_relative_search_space(self, study, trial):
+        return {} if self._narrowing(trial) else self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):
+        return {} if self._narrowing(trial) else self.base.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name: str, param_distribution: BaseDistribution) -> Any:
+        if self._narrowing(trial):
+            rng = random.Random(f"{self.seed}:{trial.number}:{param_name}")  # reproducible per trial and parameter
+            anchor = self.anchors[trial.number % len(self.anchors)]
+            if param_name in anchor and rng.random() < self.strength:
+                return _near(anchor[param_name], param_distribution, rng)
+        return self.base.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
+def _near(value: Any, dist: BaseDistribution, rng: random.Random) -> Any:
+    """`value` or one step away from it, uniformly, inside the distribution's range."""
+    if isinstance(dist, IntDistribution):
+        options = [v for v in (value - dist.step, value, value + dist.step) if dist.low <= v <= dist.high]
+        return rng.choice(options or [value])
+    if isinstance(dist, CategoricalDistribution) and value in dist.choices:
+        i = dist.choices.index(value)
+        return dist.choices[rng.choice([j for j in (i - 1, i, i + 1) if 0 <= j < len(dist.choices)])]
+    return value

@@ -8,9 +8,8 @@ import json
 
 import optuna
 
-from search.constraints import is_feasible
-from search.storage.records import DUPLICATE_ATTR
-from search.study import FINISHED, stored_config
+from search.storage.constraints import is_feasible
+from search.storage.records import DUPLICATE_ATTR, FINISHED, heads_attr, stored_config
 
 _ATTRS = (
     "role",
@@ -35,7 +34,7 @@ def rows(study: optuna.Study) -> list[dict]:
         row |= dict(zip(config.search.objectives, t.values or [None] * len(config.search.objectives)))
         row |= {key: t.user_attrs.get(key) for key in _ATTRS}
         row["feasible"] = is_feasible(t)
-        row |= {f"layer_{i:02d}": t.user_attrs.get(f"heads_{i:02d}") for i in range(config.model.n_layer)}
+        row |= {f"layer_{i:02d}": t.user_attrs.get(heads_attr(i)) for i in range(config.model.n_layer)}
         out.append(row)
     return out
 

@@ -1,0 +1,57 @@
+"""The `prior` file: a geometry profile mapped onto a study's family as ranked schedules, and reading one back.
+
+Seeding a study with it is the study's business (search.study.lifecycle); priors only rank and measure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prism import Schedule, ScheduleError, validate
+from search.config import StudyConfig, family_for
+from search.errors import PriorError
+from search.priors._files import read_versioned_json
+from search.priors.mapping import onset_and_late, rank_schedules
+from search.priors.zones import Zone
+
+PRIOR_FORMAT = "prism-prior/1"
+
+
+def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
+    """Map a profile onto the study's family (see search.priors.mapping); the result is the prior file's JSON."""
+    if profile["n_layer"] != config.model.n_layer:
+        raise PriorError(
+            f"the profile is of a {profile['n_layer']}-layer model, the study {config.name!r} has "
+            f"model.n_layer={config.model.n_layer}; audit a model of the study's depth"
+        )
+    zones = [Zone(**z) for z in profile["zones"]]
+    ranked = rank_schedules(family_for(config), config.baseline.heads[0], zones, top_k)
+    onset, late = onset_and_late(zones)
+    return {
+        "format": PRIOR_FORMAT,
+        "study": config.name,
+        "family": config.space.family,
+        "n_layer": config.model.n_layer,
+        "baseline": str(config.baseline),
+        "source": profile.get("source", ""),
+        "onset": onset.to_dict() if onset else None,
+        "late": late.to_dict() if late else None,
+        "schedules": [r.to_dict() for r in ranked],
+    }
+
+
+def read_prior(path: str | Path, config: StudyConfig) -> dict:
+    """A prior file checked against the study: its format, depth and every schedule's validity."""
+    made_by = "`prism-search prior PROFILE.json STUDY.toml -o PRIOR.json` (or use --prior auto)"
+    prior = read_versioned_json(path, PRIOR_FORMAT, "prior", made_by, PriorError)
+    if prior.get("n_layer") != config.model.n_layer:
+        raise PriorError(
+            f"{path} is for {prior.get('n_layer')} layers, the study has model.n_layer={config.model.n_layer}; "
+            "map a profile of the study's depth"
+        )
+    for entry in prior.get("schedules", []):
+        try:
+            validate(Schedule.parse(entry["schedule"]), config.model_config_)
+        except ScheduleError as e:
+            raise PriorError(f"{path}: prior schedule {entry['schedule']!r} does not fit the study ({e})") from None
+    return prior

@@ -1,0 +1,211 @@
+"""A study's life: open or resume it, recover what a lost driver left, seed it with a prior, drive its trials,
+confirm its best. The CLI parses and prints; everything between a config and a summary happens here.
+
+Priors in a study: seeding enqueues the prior's schedules right after whatever the study already queued
+(baselines, references), as ordinary prunable search trials tagged `source=prior`. With `search.prior_strength`
+> 0 the next `search.n_startup_trials` proposals are drawn near them (search.study.samplers.PriorSampler). The
+study keeps what it was seeded with (user attrs ATTR_PRIOR and ATTR_AUDIT, JSON) so `resume` narrows the same
+way and the dashboard can plot the profile and zones against each trial's schedule.
+
+Ray, the driver and torch load inside the functions that train: importing this module stays light.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from rich.console import Console
+
+from prism import Schedule
+from search.config import PrismSearchError, StudyConfig, family_for
+from search.errors import AuditError, PriorError
+from search.runner.cluster import check_cluster
+from search.runner.corpus import corpus_fingerprint
+from search.storage import creation_lock, open_storage
+from search.storage.records import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_PRIOR, FINISHED, enqueue, stored_config
+from search.storage.summary import is_paired_baseline
+from search.study.confirm import run_confirmation, top_schedules
+from search.study.create import load_study, open_study
+from search.study.pruning import make_stopping
+from search.study.samplers import PriorSampler, reachable_target
+
+
+def execute(
+    config: StudyConfig, address: str | None, *, resume: bool, console: Console, prior: dict | str | None = None
+) -> tuple[optuna.Study, float | None]:
+    """Shared by `run` and `resume`: open storage and study, recover stale trials, seed, drive trials.
+
+    Returns the study and the wall time of the trials driven (None: the study had reached its target). A Ctrl-C
+    or SIGTERM arrives as KeyboardInterrupt after in-flight trials were queued again."""
+    from search.progress import Progress
+    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
+    from search.runner.undelivered import deliver_undelivered
+    from search.tracking import make_trackers
+
+    check_cluster(address, config.storage)
+    make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
+    fingerprint = corpus_fingerprint(config)
+    with creation_lock(config.storage):
+        storage = open_storage(config.storage)
+        study = load_study(config.name, storage) if resume else open_study(config, storage, fingerprint)
+    if resume:
+        if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
+            raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
+        study.set_user_attr(ATTR_CONFIG, config.model_dump_json())  # a new --n-trials target, stored as `run` stores it
+    delivered = deliver_undelivered(study)
+    if delivered:
+        console.print(f"stored results kept while the database was down: trials {delivered}")
+    requeued = requeue_stale_trials(study)
+    if requeued:
+        console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
+    done_before = len(study.get_trials(deepcopy=False, states=FINISHED))
+    if done_before >= config.n_trials:
+        console.print(f"study {config.name} already has {done_before}/{config.n_trials} finished trials; nothing to run")
+        return study, None
+    workers = config.resources.workers
+    if dashboard := connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial):
+        console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
+    progress = Progress(config.name, config.n_trials, done_before, console=console)
+    started = time.monotonic()
+    try:
+        with sigterm_as_ctrl_c():
+            _seed_with_prior(study, config, prior, fingerprint, progress)
+            driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
+            driver.run(reachable_target(study, config.n_trials), workers)
+    finally:
+        progress.close()
+    return study, time.monotonic() - started
+
+
+def confirm(study: optuna.Study, top: int, seeds: int, workers: int | None, address: str | None, console: Console) -> list[dict]:
+    """Re-train the `top` schedules and uniform on fresh seeds (search.study.confirm); returns the confirmation rows."""
+    from search.progress import Progress
+    from search.runner.driver import connect_ray
+
+    config = stored_config(study)
+    planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
+    fingerprint = corpus_fingerprint(config)
+    if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
+        raise PrismSearchError(f"study {study.study_name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
+    n_workers = workers or config.resources.workers
+    connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
+    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    progress = Progress(study.study_name, done + planned, done, console=console)
+    try:
+        with sigterm_as_ctrl_c():
+            return run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
+    finally:
+        progress.close()
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (kill, systemd, Kubernetes, `ray job stop`) stops a run exactly like Ctrl-C: trials queued again,
+    the resume command printed. Installed after ray.init, whose own handler exits without either."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _seed_with_prior(study: optuna.Study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
+    """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
+    A study seeded before (also on resume) gets its narrowing sampler back."""
+    from search.runner.driver import Driver
+
+    if prior == "auto" and not is_seeded(study):
+        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
+        baselines.run(config.search.baseline_seeds, config.resources.workers)
+        prior = prior_from_baseline(study, config)
+        progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")
+    elif isinstance(prior, dict):
+        added = seed_study(study, config, prior)
+        progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
+    narrow_sampler(study, config)
+
+
+# -- priors in a study -------------------------------------------------------------------------------------
+def is_seeded(study: optuna.Study) -> bool:
+    return ATTR_PRIOR in study.user_attrs
+
+
+def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: dict | None = None) -> list[str]:
+    """Enqueue the prior's schedules (once per study) and store prior and profile; returns those enqueued."""
+    if is_seeded(study):
+        return []
+    family = family_for(config)
+    trials = study.get_trials(deepcopy=False)
+    queued = {
+        t.user_attrs.get("schedule")
+        for t in trials
+        if t.user_attrs.get("seed", config.seed) == config.seed and t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
+    }
+    added = []
+    for entry in prior["schedules"]:
+        if entry["schedule"] in queued:
+            continue  # the baseline or a reference already measures it
+        enqueue(study, family, Schedule.parse(entry["schedule"]), role="search", seed=config.seed, source="prior", prior_rank=entry["rank"])
+        queued.add(entry["schedule"])
+        added.append(entry["schedule"])
+    narrow_until = len(study.get_trials(deepcopy=False)) + config.search.n_startup_trials  # trial numbers
+    study.set_user_attr(ATTR_PRIOR, json.dumps(prior | {"narrow_until": narrow_until, "strength": config.search.prior_strength}))
+    if profile is not None:
+        study.set_user_attr(ATTR_AUDIT, json.dumps(profile))
+    return added
+
+
+def narrow_sampler(study: optuna.Study, config: StudyConfig) -> None:
+    """Wrap the study's sampler in a PriorSampler when the study was seeded with a prior (a no-op otherwise)."""
+    if not is_seeded(study) or isinstance(study.sampler, PriorSampler):
+        return
+    prior = json.loads(study.user_attrs[ATTR_PRIOR])
+    family = family_for(config)
+    anchors = [
+        family.params_for(Schedule.parse(e["schedule"])) for e in prior["schedules"] if family.contains(Schedule.parse(e["schedule"]))
+    ]
+    study.sampler = PriorSampler(study.sampler, anchors, prior["strength"], prior["narrow_until"], config.seed)
+
+
+def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
+    """The config the baselines of `--prior auto` run under: every trial keeps its checkpoint (the baseline's is
+    audited). Later trials follow the study's own keep_checkpoints; with "best" the baseline's goes once beaten,
+    its profile stays in the study (ATTR_AUDIT)."""
+    # absolute: workers write from their own working directory (pydantic leaves the default unvalidated)
+    return config.model_copy(update={"keep_checkpoints": "all", "checkpoint_dir": str(Path(config.checkpoint_dir).absolute())})
+
+
+def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if is_paired_baseline(t, config):
+            return t
+    raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
+
+
+def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4) -> dict:
+    """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
+    from search.priors import audit_model, load_source, make_prior  # torch
+
+    trial = paired_baseline(study, config)
+    path = trial.user_attrs.get(ATTR_CHECKPOINT)
+    if not path:
+        raise AuditError(
+            f"baseline trial {trial.number} of {config.name!r} kept no checkpoint; --prior auto needs "
+            "the baseline trained by the same `run --prior auto`"
+        )
+    model, _ = load_source(str(path), config.storage)
+    profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
+    prior = make_prior(profile, config, top_k)
+    seed_study(study, config, prior, profile)
+    return prior
