@@ -41,8 +41,7 @@ from optuna.trial import TrialState
 from prism import Trainer, load_corpus
 from search.config import StudyConfig, family_for, load_config
 from search.priors import audit_model, make_prior
-from search.study.create import open_study
-from search.study.lifecycle import narrow_sampler, seed_study
+from search.study import narrow_sampler, open_study, seed_study
 
 DATA = Path(__file__).parent / "data"
 SPACE, TABLE, PROFILE = DATA / "priors_space.toml", DATA / "priors_table.csv", DATA / "priors_profile.json"
@@ -106,7 +105,7 @@ ARMS = ("random", "tpe", "gp", "prior")  # the study's sampler set to each; "pri
 
 def table_from_db(db: Path, name: str) -> tuple[StudyConfig, dict[tuple[str, int], float]]:
     """A benchmark study's finished runs as a table: (schedule, seed offset) -> final val loss, seed 0 = study seed."""
-    from search.study import stored_config
+    from search.storage.records import stored_config
 
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
     config = stored_config(study)
