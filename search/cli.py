@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 import time
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -342,9 +343,9 @@ def train(
     ),
     corpus: str | None = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
     tokenizer: str | None = typer.Option(None, "--tokenizer", help="bytes | bpe"),
-    vocab_size: int | None = typer.Option(None, "--vocab-size", help="BPE size, or the declared vocab of token files"),
+    vocab_size: int | None = typer.Option(None, "--vocab-size", min=1, help="BPE size, or the declared vocab of token files"),
     steps: int | None = typer.Option(None, "--steps", min=1, help="training steps"),
-    seed: int | None = typer.Option(None, "--seed"),
+    seed: int | None = typer.Option(None, "--seed", min=0),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     save: str | None = typer.Option(None, "--save", help="write the checkpoint to this directory"),
     analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
@@ -497,23 +498,26 @@ _escape_help_markup(app)
 
 
 def main() -> None:
+    if len(sys.argv) == 1:  # typer's no_args_is_help arrives as an exception: ask for the help instead
+        sys.argv.append("--help")
     try:
-        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit raised inside a command
+        code = app(prog_name="prism-search", standalone_mode=False)  # returns the exit code of a typer.Exit
     except PrismSearchError as e:
-        err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)  # "[mlflow]" is text, not a style
-        sys.exit(2)
+        _fail(str(e))
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
         sys.exit(130)
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(2)
-        raise
+    except typer.TyperException as e:  # typer's copies of click's usage errors: bad value, missing argument, unknown option
+        ctx = getattr(e, "ctx", None)
+        _fail(f"{e.format_message()} (fix: see `{ctx.command_path if ctx else 'prism-search'} --help`)")
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr, exit code 2: every error the user can fix ends here."""
+    err.print(f"error: {' '.join(message.split())}", highlight=False, markup=False, soft_wrap=True)  # "[mlflow]" is text
+    sys.exit(2)
 
 
 if __name__ == "__main__":
