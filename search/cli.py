@@ -218,7 +218,7 @@ def resume(
 
     url = storage or DEFAULT_STORAGE
     check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
-    config = stored_config(load_study(name, open_storage(url)))
+    config = stored_config(load_study(name, open_storage(url, create=False)))
     _execute(_with_overrides(config, url, n_trials, workers, track), address, resume=True)
 
 
@@ -233,7 +233,7 @@ def status(
 
     from search.study import load_study, summarize
 
-    store = open_storage(storage or DEFAULT_STORAGE)
+    store = open_storage(storage or DEFAULT_STORAGE, create=False)
     names = [name] if name else [s.study_name for s in optuna.get_all_study_summaries(store)]
     studies = [load_study(n, store) for n in names]
     if as_json:
@@ -269,7 +269,7 @@ def schedules(
 def _stored(name: str, storage: str | None):
     from search.study import load_study
 
-    return load_study(name, open_storage(storage or DEFAULT_STORAGE))
+    return load_study(name, open_storage(storage or DEFAULT_STORAGE, create=False))
 
 
 @app.command()
@@ -397,23 +397,14 @@ def dashboard(
         "127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"
     ),
     port: int = typer.Option(8080, "--port", min=0, max=65535),
-    stock: bool = typer.Option(False, "--optuna", help="serve the stock optuna-dashboard on the same storage instead"),
+    stock: bool = typer.Option(
+        False, "--optuna", help="serve the stock optuna-dashboard on the same storage instead (read-only: writes are refused)"
+    ),
 ) -> None:
     """Serve a live, read-only web dashboard of the studies in a storage."""
-    from search.dashboard import bind_warning, open_readonly, serve
+    from search.dashboard import serve
 
-    url = storage or DEFAULT_STORAGE
-    if not stock:
-        serve(url, host, port)
-        return
-    try:
-        import optuna_dashboard
-    except ImportError:
-        raise PrismSearchError("--optuna needs optuna-dashboard; pip install 'prism-search[dashboard]'") from None
-    if warning := bind_warning(host):
-        err.print(warning, highlight=False, soft_wrap=True)
-    err.print(f"optuna-dashboard on http://{host}:{port}/ reading {mask_url(url)} (Ctrl-C stops)", highlight=False)
-    optuna_dashboard.run_server(open_readonly(url), host=host, port=port)
+    serve(storage or DEFAULT_STORAGE, host, port, stock=stock)
 
 
 @app.command()

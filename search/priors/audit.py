@@ -60,7 +60,7 @@ def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
     from search.storage.records import ATTR_CHECKPOINT
     from search.study import load_study
 
-    study = load_study(study_name, open_storage(storage_url))
+    study = load_study(study_name, open_storage(storage_url, create=False))
     trials = study.get_trials(deepcopy=False)
     if number >= len(trials):
         raise AuditError(f"study {study_name!r} has no trial {number} (it has {len(trials)}); check STUDY:TRIAL")
