@@ -15,7 +15,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import optuna
@@ -86,7 +86,7 @@ class Dashboard:
         if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
             return read_only(self)(environ, start_response)
         try:
-            status, body, kind = self._route(path, parse_qs(environ.get("QUERY_STRING", "")), root)
+            status, body, kind = self._route(_segments(environ), parse_qs(environ.get("QUERY_STRING", "")), root)
         except _NotFound as e:
             hint = f'<a href="{root}">all studies</a>'
             status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
@@ -110,8 +110,7 @@ class Dashboard:
             body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
         return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")
 
-    def _route(self, path: str, query: dict, root: str) -> tuple[str, str | bytes, str]:
-        parts = [unquote(p) for p in path.strip("/").split("/") if p]
+    def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes, str]:
         ok = "200 OK"
         if not parts:
             views = [self.view(n) for n in self.study_names()]
@@ -130,7 +129,7 @@ class Dashboard:
             if row is None:
                 raise _NotFound(f"study {view.name!r} has no trial {parts[3]!r} (trials 0–{len(view.rows) - 1})")
             return ok, pages.trial_page(view, row, self.masked, root), "text/html"
-        raise _NotFound(f"no page at {path!r}")
+        raise _NotFound(f"no page at {'/' + '/'.join(parts)!r}")
 
     @staticmethod
     def _send(start_response, status: str, body: str | bytes, kind: str, head: bool = False) -> list[bytes]:
@@ -141,6 +140,19 @@ class Dashboard:
         return [] if head else [data]
 
 
+def _segments(environ: dict) -> list[str]:
+    """The request path's segments, each decoded once, as UTF-8. From the raw request target when the server
+    passes it (ours, gunicorn: RAW_URI; uwsgi: REQUEST_URI): PATH_INFO arrives already percent-decoded, so a
+    study named `a/b` would be two segments and `100%41` would be decoded twice."""
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if raw:
+        path = urlsplit(raw).path if "://" in raw else raw.partition("?")[0]
+        mount = quote(environ.get("SCRIPT_NAME", "").rstrip("/"))
+        return [unquote(p) for p in path.removeprefix(mount).split("/") if p]
+    path = environ.get("PATH_INFO", "/").encode("latin-1", "replace").decode("utf-8", "replace")  # PEP 3333
+    return [p for p in path.split("/") if p]
+
+
 # -- serving ----------------------------------------------------------------------------------------------
 
 
@@ -149,6 +161,9 @@ class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
+    def get_environ(self) -> dict:
+        return super().get_environ() | {"RAW_URI": self.path}  # the path as sent, see _segments
+
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (stdlib signature)
         log.debug("%s %s", self.address_string(), format % args)
 
