@@ -47,7 +47,7 @@ def _check_reachable(url: str) -> None:
         return
     try:
         engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
-    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ImportError) as e:
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ImportError, ValueError) as e:  # ValueError: a port "abc"
         raise StorageError(f"storage {mask_url(url)!r} is not a usable SQLAlchemy URL ({e}); e.g. sqlite:///prism_search.db") from None
     try:
         with engine.connect():

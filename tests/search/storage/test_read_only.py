@@ -192,3 +192,23 @@ def test_a_postgresql_study_missing_a_table_is_not_repaired_by_export(monkeypatc
     for args in (["export", "s"], ["status"], ["resume", "s"]):
         assert_one_line(*cli(monkeypatch, capsys, tmp_path, *args, "--storage", pg_url), "it lacks trial_intermediate_values")
     assert tables(pg_url) == before
+
+
+@pytest.mark.parametrize(
+    "url, fragment",
+    [
+        ("nonsense", "is not a usable SQLAlchemy URL"),
+        ("sqlite:///missing/x.db", "folder 'missing' does not exist"),
+        ("postgresql+psycopg://u:s3cret@127.0.0.1:abc/db", "is not a usable SQLAlchemy URL"),
+        ("postgresql+psycopg://u:s3cret@127.0.0.1:1/db", "is unreachable"),
+        ("sqlite://", "no prism-search studies in sqlite://"),
+        ("sqlite:///:memory:", "no prism-search studies"),
+    ],
+)
+def test_a_bad_storage_url_is_one_line_for_every_reading_command(monkeypatch, capsys, tmp_path, url, fragment):
+    readers = [a for a in READERS if not (a[0] == "dashboard" and "unreachable" in fragment)]  # served: it may come back
+    for args in readers:
+        code, err = cli(monkeypatch, capsys, tmp_path, *args, "--storage", url)
+        assert_one_line(code, err, fragment)
+        assert "s3cret" not in err
+    assert list(tmp_path.iterdir()) == []
