@@ -217,7 +217,7 @@ def resume(
     from search.study import load_study, stored_config
 
     url = storage or DEFAULT_STORAGE
-    check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
+    check_cluster(address, url)  # before the storage is read: a cluster needs a network storage
     config = stored_config(load_study(name, open_storage(url, create=False)))
     _execute(_with_overrides(config, url, n_trials, workers, track), address, resume=True)
 
