@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -145,8 +146,8 @@ def resume(
     from search.study.create import load_study
 
     url = storage or DEFAULT_STORAGE
-    check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
-    config = stored_config(load_study(name, open_storage(url)))
+    check_cluster(address, url)  # before the storage is read: a cluster needs a network storage
+    config = stored_config(load_study(name, open_storage(url, create=False)))
     _execute(_with_overrides(config, url, n_trials, workers, track), address, resume=True)
 
 
@@ -162,7 +163,7 @@ def status(
     from search.storage.summary import summarize
     from search.study.create import load_study
 
-    store = open_storage(storage or DEFAULT_STORAGE)
+    store = open_storage(storage or DEFAULT_STORAGE, create=False)
     names = [name] if name else [s.study_name for s in optuna.get_all_study_summaries(store)]
     studies = [load_study(n, store) for n in names]
     if as_json:
@@ -198,7 +199,7 @@ def schedules(
 def _stored(name: str, storage: str | None):
     from search.study.create import load_study
 
-    return load_study(name, open_storage(storage or DEFAULT_STORAGE))
+    return load_study(name, open_storage(storage or DEFAULT_STORAGE, create=False))
 
 
 @app.command()
@@ -255,9 +256,9 @@ def train(
     ),
     corpus: str | None = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
     tokenizer: str | None = typer.Option(None, "--tokenizer", help="bytes | bpe"),
-    vocab_size: int | None = typer.Option(None, "--vocab-size", help="BPE size, or the declared vocab of token files"),
+    vocab_size: int | None = typer.Option(None, "--vocab-size", min=1, help="BPE size, or the declared vocab of token files"),
     steps: int | None = typer.Option(None, "--steps", min=1, help="training steps"),
-    seed: int | None = typer.Option(None, "--seed"),
+    seed: int | None = typer.Option(None, "--seed", min=0),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     save: str | None = typer.Option(None, "--save", help="write the checkpoint to this directory"),
     analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
@@ -309,23 +310,14 @@ def dashboard(
         "127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"
     ),
     port: int = typer.Option(8080, "--port", min=0, max=65535),
-    stock: bool = typer.Option(False, "--optuna", help="serve the stock optuna-dashboard on the same storage instead"),
+    stock: bool = typer.Option(
+        False, "--optuna", help="serve the stock optuna-dashboard on the same storage instead (read-only: writes are refused)"
+    ),
 ) -> None:
     """Serve a live, read-only web dashboard of the studies in a storage."""
-    from search.dashboard import bind_warning, open_readonly, serve
+    from search.dashboard import serve
 
-    url = storage or DEFAULT_STORAGE
-    if not stock:
-        serve(url, host, port)
-        return
-    try:
-        import optuna_dashboard
-    except ImportError:
-        raise PrismSearchError("--optuna needs optuna-dashboard; pip install 'prism-search[dashboard]'") from None
-    if warning := bind_warning(host):
-        err.print(warning, highlight=False, soft_wrap=True)
-    err.print(f"optuna-dashboard on http://{host}:{port}/ reading {mask_url(url)} (Ctrl-C stops)", highlight=False)
-    optuna_dashboard.run_server(open_readonly(url), host=host, port=port)
+    serve(storage or DEFAULT_STORAGE, host, port, stock=stock)
 
 
 @app.command()
@@ -410,23 +402,26 @@ _escape_help_markup(app)
 
 
 def main() -> None:
+    if len(sys.argv) == 1:  # typer's no_args_is_help arrives as an exception: ask for the help instead
+        sys.argv.append("--help")
     try:
-        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit raised inside a command
+        code = app(prog_name="prism-search", standalone_mode=False)  # returns the exit code of a typer.Exit
     except PrismSearchError as e:
-        err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)  # "[mlflow]" is text, not a style
-        sys.exit(2)
+        _fail(str(e))
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
         sys.exit(130)
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(2)
-        raise
+    except typer.TyperException as e:  # typer's copies of click's usage errors: bad value, missing argument, unknown option
+        ctx = getattr(e, "ctx", None)
+        _fail(f"{e.format_message()} (fix: see `{ctx.command_path if ctx else 'prism-search'} --help`)")
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str) -> NoReturn:
+    """One line on stderr, exit code 2: every error the user can fix ends here."""
+    err.print(f"error: {' '.join(message.split())}", highlight=False, markup=False, soft_wrap=True)  # "[mlflow]" is text
+    sys.exit(2)
 
 
 if __name__ == "__main__":

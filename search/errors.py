@@ -14,6 +14,10 @@ class StorageError(PrismSearchError):
     """A database URL that is not usable or not reachable."""
 
 
+class StorageUnreachable(StorageError):
+    """A database server that does not answer: it may come back (the dashboard waits for it)."""
+
+
 class ClusterError(PrismSearchError):
     """A Ray cluster address, or a storage that a cluster's workers cannot share."""
 

@@ -15,8 +15,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable
-from pathlib import Path
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import optuna
@@ -25,6 +24,7 @@ import sqlalchemy
 from search.config import PrismSearchError
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
+from search.errors import StorageUnreachable
 from search.storage import StorageError, mask_url, open_storage
 from search.storage._optuna import cached
 
@@ -41,12 +41,8 @@ class _NotFound(Exception):
 
 
 def open_readonly(url: str) -> optuna.storages.BaseStorage:
-    """The project's storage factory, minus its one side effect: SQLite would create a missing file."""
-    if url.startswith("sqlite:///"):
-        path = url.removeprefix("sqlite:///")
-        if path and path != ":memory:" and not Path(path).is_file():
-            raise StorageError(f"no database file at {path!r}; start a study first or fix --storage")
-    return cached(open_storage(url))
+    """The project's storage factory in its reading mode (creates nothing), behind Optuna's trial cache."""
+    return cached(open_storage(url, create=False))
 
 
 class Dashboard:
@@ -88,20 +84,21 @@ class Dashboard:
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
         root = environ.get("SCRIPT_NAME", "").rstrip("/") + "/"
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            return read_only(self)(environ, start_response)
         try:
-            if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-                return self._send(start_response, "405 Method Not Allowed", "read-only dashboard: only GET", "text/plain")
-            status, body, kind = self._route(path, parse_qs(environ.get("QUERY_STRING", "")), root)
+            status, body, kind = self._route(_segments(environ), parse_qs(environ.get("QUERY_STRING", "")), root)
         except _NotFound as e:
             hint = f'<a href="{root}">all studies</a>'
             status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
-        except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:
+        except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:  # down, empty, damaged: may be fixed while we serve
             message = mask_url(str(e).splitlines()[0]) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
+            down = isinstance(e, (StorageUnreachable, sqlalchemy.exc.OperationalError))
             status = "503 Service Unavailable"
             body = pages.error_page(
                 "503",
-                "Database unreachable",
+                "Database unreachable" if down else "No readable studies",
                 message,
                 self.masked,
                 "Start the database or fix <code>--storage</code>, then reload this page.",
@@ -114,8 +111,7 @@ class Dashboard:
             body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
         return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")
 
-    def _route(self, path: str, query: dict, root: str) -> tuple[str, str | bytes, str]:
-        parts = [unquote(p) for p in path.strip("/").split("/") if p]
+    def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes, str]:
         ok = "200 OK"
         if not parts:
             views = [self.view(n) for n in self.study_names()]
@@ -134,7 +130,7 @@ class Dashboard:
             if row is None:
                 raise _NotFound(f"study {view.name!r} has no trial {parts[3]!r} (trials 0–{len(view.rows) - 1})")
             return ok, pages.trial_page(view, row, self.masked, root), "text/html"
-        raise _NotFound(f"no page at {path!r}")
+        raise _NotFound(f"no page at {'/' + '/'.join(parts)!r}")
 
     @staticmethod
     def _send(start_response, status: str, body: str | bytes, kind: str, head: bool = False) -> list[bytes]:
@@ -145,6 +141,19 @@ class Dashboard:
         return [] if head else [data]
 
 
+def _segments(environ: dict) -> list[str]:
+    """The request path's segments, each decoded once, as UTF-8. From the raw request target when the server
+    passes it (ours, gunicorn: RAW_URI; uwsgi: REQUEST_URI): PATH_INFO arrives already percent-decoded, so a
+    study named `a/b` would be two segments and `100%41` would be decoded twice."""
+    raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if raw:
+        path = urlsplit(raw).path if "://" in raw else raw.partition("?")[0]
+        mount = quote(environ.get("SCRIPT_NAME", "").rstrip("/"))
+        return [unquote(p) for p in path.removeprefix(mount).split("/") if p]
+    path = environ.get("PATH_INFO", "/").encode("latin-1", "replace").decode("utf-8", "replace")  # PEP 3333
+    return [p for p in path.split("/") if p]
+
+
 # -- serving ----------------------------------------------------------------------------------------------
 
 
@@ -153,6 +162,9 @@ class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
 
 
 class _QuietHandler(WSGIRequestHandler):
+    def get_environ(self) -> dict:
+        return super().get_environ() | {"RAW_URI": self.path}  # the path as sent, see _segments
+
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (stdlib signature)
         log.debug("%s %s", self.address_string(), format % args)
 
@@ -166,22 +178,49 @@ def bind_warning(host: str) -> str | None:
     )
 
 
-def make_server_for(storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Dashboard | None = None) -> WSGIServer:
-    """A threaded WSGI server for the dashboard (port 0 picks a free port: see `server.server_port`)."""
+def make_server_for(storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Callable | None = None) -> WSGIServer:
+    """A threaded WSGI server for the dashboard, or another WSGI `app` (port 0 picks a free port: see `server.server_port`)."""
     try:
-        app = app or Dashboard(storage_url)
-        return make_server(host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler)
+        return make_server(host, port, app or Dashboard(storage_url), server_class=_ThreadingServer, handler_class=_QuietHandler)
     except OSError as e:
         raise DashboardError(f"cannot listen on {host}:{port} ({e.strerror}); pass another --port or --host") from None
 
 
-def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080, out=sys.stderr) -> None:
-    server = make_server_for(storage_url, host, port)
-    threading.Thread(target=server.get_app().warm_up, daemon=True).start()
+def read_only(app: Callable) -> Callable:
+    """WSGI wrapper: GET and HEAD reach `app`, any other method is refused (405) before it does. What makes the
+    stock optuna-dashboard read-only: its POST, PUT and DELETE routes create, rename and delete studies."""
+
+    def guarded(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            return Dashboard._send(start_response, "405 Method Not Allowed", "read-only dashboard: only GET", "text/plain")
+        return app(environ, start_response)
+
+    return guarded
+
+
+def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080, out=sys.stderr, stock: bool = False) -> None:
+    """Serve until Ctrl-C. An empty, foreign or damaged storage stops here with its one-line error; a database
+    server that is down is served as a page until it is back (`stock`, optuna-dashboard, needs it at start)."""
+    if stock:
+        try:
+            import optuna_dashboard
+        except ImportError:
+            raise DashboardError("--optuna needs optuna-dashboard; pip install 'prism-search[dashboard]'") from None
+        app: Callable = read_only(optuna_dashboard.wsgi(open_readonly(storage_url)))
+        name = "optuna-dashboard (read-only)"
+    else:
+        app = dashboard = Dashboard(storage_url)
+        try:
+            dashboard.storage()
+        except StorageUnreachable:
+            pass
+        threading.Thread(target=dashboard.warm_up, daemon=True).start()
+        name = "prism-search dashboard"
+    server = make_server_for(storage_url, host, port, app)
     warning = bind_warning(host)
     if warning:
         print(warning, file=out)
-    print(f"prism-search dashboard on http://{host}:{server.server_port}/ reading {mask_url(storage_url)} (Ctrl-C stops)", file=out)
+    print(f"{name} on http://{host}:{server.server_port}/ reading {mask_url(storage_url)} (Ctrl-C stops)", file=out)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -33,6 +33,24 @@ _TITLES = {
 _env = jinja2.Environment(loader=jinja2.PackageLoader("search.dashboard", "templates"), autoescape=True)
 
 
+def _segment(name: str) -> str:
+    """A study name as one URL path segment (or query value): `/`, `%`, `?`, `#` and non-ASCII encoded too."""
+    return quote(name, safe="")
+
+
+_env.filters["segment"] = _segment
+
+# What JSON may not carry raw inside <script>: `</script>` ends the element and `<!--<script>` derails the HTML
+# parser until the page's end; U+2028/9 end a line for older JavaScript parsers. Each becomes a \u escape,
+# which JSON reads back as the same character (they only ever occur inside JSON strings).
+_SCRIPT_SAFE = str.maketrans({c: f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"})
+
+
+def script_json(text: str) -> str:
+    """JSON text that is safe to embed in a <script> element, whatever strings (study names, trial attrs) it holds."""
+    return text.translate(_SCRIPT_SAFE)
+
+
 @lru_cache(maxsize=1)
 def plotly_js() -> str:
     """plotly.js from the installed plotly package: served locally or inlined, never fetched from a CDN."""
@@ -40,7 +58,7 @@ def plotly_js() -> str:
 
 
 def _figure(fig_id: str, fig: figs.Figure | None, note: str = "", title: str | None = None) -> dict:
-    json = fig.to_json().replace("</", "<\\/") if fig is not None else None  # never close the <script> early
+    json = script_json(fig.to_json()) if fig is not None else None
     return {"id": fig_id, "json": json, "note": note, "title": title or _TITLES.get(fig_id, fig_id)}
 
 
@@ -59,7 +77,7 @@ def _common(storage: str, root: str, live: bool, stamp: str | None, stamp_query:
 
 
 def _study_path(root: str, name: str) -> str:
-    return f"{root}study/{quote(name, safe='')}"
+    return f"{root}study/{_segment(name)}"
 
 
 def studies_page(views: list[StudyView], storage: str, root: str = "/") -> str:
@@ -84,7 +102,7 @@ def study_page(view: StudyView, storage: str, root: str = "/", live: bool = True
         has_figures=True,
         tokens_text=tokens_text,
         figures=[_figure(i, f, note, titles.get(i)) for i, f, note in figs.study_figures(view)],
-        **_common(storage, root, live, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
+        **_common(storage, root, live, view.stamp, f"?study={_segment(view.name)}", f"{_study_path(root, view.name)}/trial/"),
     )
 
 
@@ -104,7 +122,7 @@ def trial_page(view: StudyView, row: TrialRow, storage: str, root: str = "/") ->
         tokens_text=tokens_text,
         figures=figures,
         has_figures=True,
-        **_common(storage, root, True, view.stamp, f"?study={quote(view.name, safe='')}", f"{_study_path(root, view.name)}/trial/"),
+        **_common(storage, root, True, view.stamp, f"?study={_segment(view.name)}", f"{_study_path(root, view.name)}/trial/"),
     )
 
 

@@ -59,7 +59,7 @@ def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
     from search.storage import open_storage
     from search.storage.records import ATTR_CHECKPOINT, find_study, stored_config
 
-    study = find_study(study_name, open_storage(storage_url))
+    study = find_study(study_name, open_storage(storage_url, create=False))
     stored_config(study)  # a study prism-search made, or one line saying it is not
     trials = study.get_trials(deepcopy=False)
     if number >= len(trials):

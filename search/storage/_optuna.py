@@ -8,9 +8,12 @@ exactly once). Everything else goes through the storage's public methods on `sto
 
 from __future__ import annotations
 
+import os
+from functools import lru_cache
 from typing import Any
 
 import optuna
+from optuna.storages._rdb import models
 from optuna.trial import FrozenTrial
 
 
@@ -37,3 +40,19 @@ def set_trial_id(trial: FrozenTrial, trial_id: int) -> None:
 def cached(storage: optuna.storages.RDBStorage) -> optuna.storages.BaseStorage:
     """Optuna's cache of finished trials around a storage, as `optuna.load_study` puts it around an RDBStorage."""
     return optuna.storages._CachedStorage(storage)
+
+
+def schema_tables() -> set[str]:
+    """The tables Optuna's RDBStorage creates when it opens a database (besides Alembic's `alembic_version`)."""
+    return set(models.BaseModel.metadata.tables)
+
+
+@lru_cache(maxsize=1)
+def schema_revisions() -> tuple[str, frozenset[str]]:
+    """(head, every known) Alembic revision of Optuna's schema: what this Optuna writes and can upgrade from."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(os.path.join(os.path.dirname(models.__file__), "alembic"))
+    head = script.get_current_head()
+    assert head is not None, "Optuna ships one schema head"
+    return head, frozenset(r.revision for r in script.walk_revisions())

@@ -20,7 +20,8 @@ from pathlib import Path
 import optuna
 import sqlalchemy
 
-from search.errors import StorageError
+from search.errors import StorageError, StorageUnreachable
+from search.storage._optuna import schema_revisions, schema_tables
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -46,14 +47,14 @@ def _check_reachable(url: str) -> None:
         return
     try:
         engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
-    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ImportError) as e:
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ImportError, ValueError) as e:  # ValueError: a port "abc"
         raise StorageError(f"storage {mask_url(url)!r} is not a usable SQLAlchemy URL ({e}); e.g. sqlite:///prism_search.db") from None
     try:
         with engine.connect():
             pass
     except sqlalchemy.exc.OperationalError as e:
-        reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
-        raise StorageError(f"storage {mask_url(url)!r} is unreachable ({reason}); start the database or fix --storage") from None
+        reason = _first_line(e)
+        raise StorageUnreachable(f"storage {mask_url(url)!r} is unreachable ({reason}); start the database or fix --storage") from None
     finally:
         engine.dispose()
 
@@ -84,7 +85,12 @@ def creation_lock(url: str) -> Iterator[None]:
             engine.dispose()
     elif path := _sqlite_file(url):
         _check_reachable(url)
-        with open(f"{path}.lock", "w") as lock:
+        _check_schema(url, create=True)  # a damaged file fails before a lock file appears beside it
+        try:
+            lock = open(f"{path}.lock", "w")  # noqa: SIM115 (closed below; only the open is guarded)
+        except OSError as e:
+            raise StorageError(f"storage {url!r}: cannot write {path}.lock ({e.strerror}); fix: a writable --storage folder") from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
     else:
@@ -112,20 +118,92 @@ def _sqlite_sync_normal(dbapi_connection, _record) -> None:
     dbapi_connection.execute("PRAGMA synchronous=NORMAL")  # per connection; in WAL mode: sync at checkpoints
 
 
-def open_storage(url: str) -> optuna.storages.RDBStorage:
-    _check_reachable(url)
+def _first_line(e: BaseException) -> str:
+    orig = getattr(e, "orig", None) or e
+    return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+
+
+def _check_schema(url: str, create: bool) -> None:
+    """Look before Optuna touches the database: RDBStorage creates missing tables, a version row and an Alembic
+    stamp whenever it opens one. Reading commands (`create=False`) need Optuna's complete, current schema and
+    change nothing; a writing one may start on a database without Optuna's tables, never on a damaged or
+    outdated one (Optuna would re-create a lost table empty, or fail deep inside a run)."""
+    masked = mask_url(url)
     sqlite_file = _sqlite_file(url)
-    if sqlite_file and not sqlite_file.exists():
-        _new_wal_database(sqlite_file)
+    if sqlite_file and not sqlite_file.exists():  # connecting would create it
+        if create:
+            return
+        raise StorageError(f"no prism-search studies in {masked}: no database file at {str(sqlite_file)!r} ({_START_HINT})")
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+    try:
+        with engine.connect() as conn:
+            tables = set(sqlalchemy.inspect(conn).get_table_names())
+            revisions = _column(conn, "SELECT version_num FROM alembic_version") if "alembic_version" in tables else []
+            versioned = "version_info" in tables and _column(conn, "SELECT count(*) FROM version_info") != [0]
+    except sqlalchemy.exc.DBAPIError as e:
+        raise StorageError(
+            f"storage {masked!r} cannot be read as a database ({_first_line(e)}); fix: point --storage at a prism-search database"
+        ) from None
+    finally:
+        engine.dispose()
+    ours = schema_tables() | {"alembic_version"}
+    if not tables & ours:
+        if create:
+            return
+        what = "no tables" if not tables else f"only another application's tables ({', '.join(sorted(tables)[:3])}...)"
+        raise StorageError(f"no prism-search studies in {masked}: the database holds {what} ({_START_HINT})")
+    missing = sorted(ours - tables) or ([] if revisions and versioned else ["the rows naming its schema version"])
+    if missing:
+        raise StorageError(
+            f"storage {masked!r} is a damaged Optuna database: it lacks {', '.join(missing)}; "
+            "fix: restore it from a backup or point --storage at another database"
+        )
+    head, known = schema_revisions()
+    if revisions != [head]:
+        found = ", ".join(revisions)
+        fix = (
+            f"back it up, then `optuna storage upgrade --storage {masked}`"
+            if set(revisions) <= known
+            else f"use the Optuna version that wrote it (this is optuna {optuna.__version__}) or another --storage"
+        )
+        raise StorageError(f"storage {masked!r} has Optuna schema revision {found}, this Optuna reads {head}; fix: {fix}")
+
+
+def _column(conn: sqlalchemy.Connection, sql: str) -> list:
+    return list(conn.execute(sqlalchemy.text(sql)).scalars())
+
+
+_START_HINT = "fix: start a study with `prism-search run STUDY.toml --storage URL`, or point --storage at the database holding yours"
+
+
+def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage on `url`, with heartbeats. `create=False` for reading commands (status, export, the
+    dashboard...): the database must already hold Optuna's schema, and nothing is written to it."""
+    _check_reachable(url)
+    _check_schema(url, create)
+    sqlite_file = _sqlite_file(url)
+    if create and sqlite_file and not sqlite_file.exists():
+        try:
+            _new_wal_database(sqlite_file)
+        except sqlite3.Error as e:
+            raise StorageError(
+                f"storage {mask_url(url)!r}: cannot create {str(sqlite_file)!r} ({e}); fix: a writable --storage path"
+            ) from None
     engine_kwargs: dict = {"connect_args": _connect_args(url)}
     if not url.startswith("sqlite"):
         engine_kwargs |= {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True}
-    storage = optuna.storages.RDBStorage(
-        url,
-        engine_kwargs=engine_kwargs,
-        heartbeat_interval=HEARTBEAT_INTERVAL_S,
-        grace_period=GRACE_PERIOD_S,
-    )
+    try:
+        storage = optuna.storages.RDBStorage(
+            url,
+            engine_kwargs=engine_kwargs,
+            heartbeat_interval=HEARTBEAT_INTERVAL_S,
+            grace_period=GRACE_PERIOD_S,
+            skip_table_creation=not create,
+        )
+    except sqlalchemy.exc.DBAPIError as e:
+        raise StorageError(
+            f"storage {mask_url(url)!r} cannot be opened ({_first_line(e)}); fix: check --storage and its permissions"
+        ) from None
     if sqlite_file:
         sqlalchemy.event.listen(storage.engine, "connect", _sqlite_sync_normal)
         storage.engine.dispose()  # the connections that created the schema predate the listener

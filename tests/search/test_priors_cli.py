@@ -63,7 +63,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_2(monkeypatch, tmp_path, capsy
     cases = [
         (["audit", tmp_path / "notamodel"], "is not a model folder"),
         (["audit", "nosuchthing"], "neither a folder nor STUDY:TRIAL"),
-        (["audit", "tiny:0", "--storage", f"sqlite:///{tmp_path / 'none.db'}"], "no study named 'tiny'"),
+        (["audit", "tiny:0", "--storage", f"sqlite:///{tmp_path / 'none.db'}"], "no prism-search studies in sqlite:///"),
         (["prior", tmp_path / "missing.json", study_toml()], "not found"),
     ]
     out = tmp_path / "p.json"
@@ -88,6 +88,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_2(monkeypatch, tmp_path, capsy
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "prism_search.db").exists()  # the refused run stored nothing
+    assert not (tmp_path / "none.db").exists()  # reading a study never creates a database
 
 
 @pytest.mark.e2e

@@ -1,7 +1,9 @@
 """`prism-search dashboard` and `report` as a user runs them (subprocesses), plus the stock optuna-dashboard."""
 
+import contextlib
 import json
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -83,7 +85,15 @@ def test_dashboard_command_warns_off_localhost_masks_the_password_and_serves_the
     assert "prism:***@" in out and "s3cret-pw" not in out
 
 
-def test_dashboard_optuna_flag_starts_the_stock_dashboard(dash_url):
+def dump(url: str) -> list[str]:
+    """Every row of a SQLite database as SQL (its bytes move when a reader folds in the write-ahead log)."""
+    with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as conn:
+        return list(conn.iterdump())
+
+
+def test_dashboard_optuna_flag_starts_the_stock_dashboard_read_only(dash_url):
+    """optuna-dashboard creates, renames and deletes studies on POST/PUT/DELETE: each is refused, nothing changes."""
+    before = dump(dash_url)
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "search.cli", "dashboard", "--optuna", "--storage", dash_url, "--port", str(port)],
@@ -91,9 +101,26 @@ def test_dashboard_optuna_flag_starts_the_stock_dashboard(dash_url):
         stderr=subprocess.STDOUT,
         text=True,
     )
+    base = f"http://127.0.0.1:{port}/api"
     try:
-        studies = json.loads(wait_for(f"http://127.0.0.1:{port}/api/studies", proc))["study_summaries"]
+        studies = json.loads(wait_for(f"{base}/studies", proc))["study_summaries"]
+        writes = [
+            ("POST", "/studies", {"study_name": "created", "directions": ["minimize"]}),
+            ("POST", "/studies/0/rename", {"study_name": "renamed"}),
+            ("PUT", "/studies/0/note", {"version": 1, "body": "note"}),
+            ("DELETE", "/studies/0", None),
+            ("POST", "/trials/0/user-attrs", {"user_attrs": {"x": 1}}),
+        ]
+        for method, path, body in writes:
+            data = json.dumps(body).encode() if body is not None else None
+            request = urllib.request.Request(f"{base}{path}", data=data, method=method, headers={"Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=30)
+            assert refused.value.code == 405, (method, path)
+        after = json.loads(urllib.request.urlopen(f"{base}/studies", timeout=30).read())["study_summaries"]
     finally:
         proc.terminate()
-        proc.communicate(timeout=30)
-    assert "prism" in {s["study_name"] for s in studies}
+        out = proc.communicate(timeout=30)[0]
+    assert "prism" in {s["study_name"] for s in studies} and after == studies
+    assert dump(dash_url) == before
+    assert "optuna-dashboard (read-only)" in out
