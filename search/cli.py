@@ -194,7 +194,11 @@ def run(
     prior: str | None = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
+    from search.preflight import preflight
+    from search.priors import keeping_checkpoints
+
     config = _with_overrides(load_config(study_file), storage, n_trials, workers, track)
+    preflight(keeping_checkpoints(config) if prior == "auto" else config, address=address)  # auto: the baselines keep theirs
     seed_prior: dict | str | None = prior
     if prior is not None and prior != "auto":
         from search.priors import read_prior
@@ -213,12 +217,15 @@ def resume(
     track: list[str] | None = TrackOpt,
 ) -> None:
     """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
+    from search.preflight import check_storage_url, preflight
     from search.study import load_study, stored_config
 
     url = storage or DEFAULT_STORAGE
+    check_storage_url(url)
     check_cluster(address, url)  # before the storage is opened: opening a SQLite URL creates the file
-    config = stored_config(load_study(name, open_storage(url)))
-    _execute(_with_overrides(config, url, n_trials, workers, track), address, resume=True)
+    config = _with_overrides(stored_config(load_study(name, open_storage(url))), url, n_trials, workers, track)
+    preflight(config, address=address)
+    _execute(config, address, resume=True)
 
 
 @app.command()
@@ -282,12 +289,15 @@ def confirm(
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
     from search.confirm import run_confirmation, top_schedules
+    from search.preflight import check_storage_url, preflight
     from search.progress import Progress
     from search.runner.driver import connect_ray
     from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, stored_config
 
+    check_storage_url(storage or DEFAULT_STORAGE)
     study = _stored(name, storage)
     config = stored_config(study)
+    preflight(_with_overrides(config, storage or DEFAULT_STORAGE, None, workers), address=address)
     planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
     fingerprint = corpus_fingerprint(config)
     if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
@@ -423,7 +433,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
+    from search.preflight import check_output_file
 
+    check_output_file(output, "-o")
     path = write_report(storage or DEFAULT_STORAGE, name, output)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
 
