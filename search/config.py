@@ -33,15 +33,17 @@ class _Section(BaseModel):
     @classmethod
     def _no_booleans_as_numbers(cls, v: Any, info: ValidationInfo) -> Any:
         """pydantic reads `true` as 1 wherever a number is declared; a TOML boolean there is a mistake."""
-        if info.field_name is None or _declares_bool(cls.model_fields[info.field_name].annotation):
+        if info.field_name is None or not _declares_number(cls.model_fields[info.field_name].annotation):
             return v
         if isinstance(v, bool) or (isinstance(v, (list, tuple)) and any(isinstance(x, bool) for x in v)):
             raise ValueError(f"{json.dumps(v)} is a boolean where a number is expected (fix: write a number, e.g. 1 rather than true)")
         return v
 
 
-def _declares_bool(annotation: Any) -> bool:
-    return annotation is bool or bool in get_args(annotation)
+def _declares_number(annotation: Any) -> bool:
+    """int or float, optional or in a tuple; a field that also allows a boolean keeps it."""
+    args = get_args(annotation) or (annotation,)
+    return bool not in args and any(a in (int, float) for a in args)
 
 
 def _section_of(cls: type, exclude: tuple[str, ...] = ()) -> Any:

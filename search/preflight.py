@@ -96,7 +96,7 @@ def check_device(device: str, source: str, fix: str) -> None:
     except (RuntimeError, ValueError):
         parsed = None
     if parsed is None or parsed.type not in ("cpu", "cuda"):
-        raise ConfigError(f"{source}: device {device!r} is not a device name (fix: use cpu, cuda or cuda:N)")
+        raise ConfigError(f"{source}: device {device!r} is not one prism-search trains on (fix: use cpu, cuda or cuda:N)")
     if parsed.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:

@@ -106,7 +106,7 @@ CASES = [
     (["run", "study.toml", "--storage", "postgresql+psycopg://u@host:abc/db"], "is not a valid SQLAlchemy URL"),
     (["resume", "existing", "--storage", "postgresql+psycopg://u@host:abc/db"], "is not a valid SQLAlchemy URL"),
     (["confirm", "existing", "--storage", "postgresql+psycopg://u@host:abc/db"], "is not a valid SQLAlchemy URL"),
-    (["train", "uniform", "--config", "study.toml", "--device", "gpu9"], "--device: device 'gpu9' is not a device name (fix: "),
+    (["train", "uniform", "--config", "study.toml", "--device", "gpu9"], "device 'gpu9' is not one prism-search trains on (fix: "),
     (["train", "uniform", "--config", "c3.toml"], "data.corpus: training split of"),
     (["train", "uniform", "--config", "study.toml", "--save", "a_file/ckpt"], "--save 'a_file/ckpt': "),
     (["train", "uniform", "--config", "lr10.toml"], "training diverged: validation loss"),
