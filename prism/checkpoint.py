@@ -38,15 +38,25 @@ def read_checkpoint_config(path: str | Path) -> dict:
     path = Path(path)
     if not (path / CONFIG).is_file() or not (path / WEIGHTS).is_file():
         raise CheckpointError(f"{str(path)!r} is not a checkpoint (needs {CONFIG} and {WEIGHTS}); pass a directory written by --save")
-    meta = json.loads((path / CONFIG).read_text())
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path / CONFIG}: format {meta.get('format')!r} is not {FORMAT!r}")
+    try:
+        meta = json.loads((path / CONFIG).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path / CONFIG}: not valid JSON ({e}); the checkpoint is damaged, write it again with --save") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise CheckpointError(f"{path / CONFIG}: format {found!r} is not {FORMAT!r}")
     return meta
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PrismLM, dict]:
-    """The model (eval mode, on `device`) and the checkpoint's JSON metadata."""
+    """The model (eval mode, on `device`) and the checkpoint's JSON metadata; a damaged one is a CheckpointError."""
     meta = read_checkpoint_config(path)
-    model = PrismLM(ModelConfig(**meta["model"]), Schedule.parse(meta["schedule"]))
-    safetensors.torch.load_model(model, str(Path(path) / WEIGHTS), strict=True, device=device)
+    try:
+        model = PrismLM(ModelConfig(**meta["model"]), Schedule.parse(meta["schedule"]))
+        safetensors.torch.load_model(model, str(Path(path) / WEIGHTS), strict=True, device=device)
+    except (KeyError, TypeError, ValueError, RuntimeError, safetensors.SafetensorError) as e:
+        reason = str(e).strip().partition("\n")[0]
+        raise CheckpointError(
+            f"{str(path)!r} holds a damaged checkpoint ({type(e).__name__}: {reason}); write it again with --save"
+        ) from None
     return model.to(device).eval(), meta

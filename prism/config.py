@@ -37,7 +37,8 @@ def _setting(default, **bounds):
 
 
 def check_fields(config) -> None:
-    """Every field's type-level rules: its Literal choices and its bounds."""
+    """Every field's type-level rules: its Literal choices, numbers that are numbers (not booleans, not inf/nan)
+    and its bounds."""
     hints = get_type_hints(type(config))
     for f in fields(config):
         value = getattr(config, f.name)
@@ -46,6 +47,8 @@ def check_fields(config) -> None:
             raise ValueError(f"{f.name}={value!r} is not one of {', '.join(choices)}")
         if hints[f.name] is int and (not isinstance(value, int) or isinstance(value, bool)):
             raise ValueError(f"{f.name} must be an integer, got {value!r}")
+        if hints[f.name] is float and (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)):
+            raise ValueError(f"{f.name} must be a finite number, got {value!r}")  # inf passes every lower bound
         for key, bound in f.metadata.items():
             compare, words = _BOUNDS[key]
             if not compare(value, bound):

@@ -289,11 +289,26 @@ def _windows(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[tor
     return chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()  # inputs, next-token targets
 
 
+def check_windows(corpus: Corpus, block_size: int, n_val_windows: int) -> None:
+    """Both splits hold a window of block_size+1 tokens and the validation split `n_val_windows` distinct ones.
+    Torch-free, so a caller can check a corpus before it starts anything that would fail on it later."""
+    for split, data in (("training", corpus.train), ("validation", corpus.val)):
+        if len(data) <= block_size + 1:
+            raise CorpusError(
+                f"{split} split of {corpus.name!r} ({len(data)} tokens) is shorter than the sequence length "
+                f"block_size={block_size} + 1 (fix: lower model.block_size, raise data.val_fraction or use a longer corpus)"
+            )
+    if len(corpus.val) - block_size - 1 < n_val_windows:
+        raise CorpusError(
+            f"validation split of {corpus.name!r} ({len(corpus.val)} tokens) is too short for {n_val_windows} windows of "
+            f"block_size={block_size} (fix: lower train.eval_batches, train.batch_size or model.block_size)"
+        )
+
+
 def train_batches(corpus: Corpus, block_size: int, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless random training windows; the order depends on `seed` only."""
+    check_windows(corpus, block_size, 0)
     data = corpus.train
-    if len(data) <= block_size + 1:
-        raise CorpusError(f"corpus {corpus.name!r} training split ({len(data)} tokens) is shorter than block_size+1")
     rng = np.random.default_rng(seed)
     while True:
         starts = rng.integers(0, len(data) - block_size - 1, size=batch_size)
@@ -302,18 +317,9 @@ def train_batches(corpus: Corpus, block_size: int, batch_size: int, seed: int) -
 
 def val_batches(corpus: Corpus, block_size: int, batch_size: int, n_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """A fixed set of evenly spaced validation windows: identical for every trial, no randomness at all."""
-    data = corpus.val
-    if len(data) <= block_size + 1:
-        raise CorpusError(
-            f"validation split of {corpus.name!r} ({len(data)} tokens) is shorter than the sequence length "
-            f"block_size={block_size} + 1; lower block_size or raise val_fraction"
-        )
     n_windows = batch_size * n_batches
+    check_windows(corpus, block_size, n_windows)
+    data = corpus.val
     span = len(data) - block_size - 1
-    if span < n_windows:
-        raise CorpusError(
-            f"validation split of {corpus.name!r} ({len(data)} tokens) is too short for {n_windows} windows of "
-            f"block_size={block_size}; lower eval_batches or block_size"
-        )
     starts = np.linspace(0, span, n_windows).astype(np.int64)
     return [_windows(data, starts[i : i + batch_size], block_size) for i in range(0, n_windows, batch_size)]

@@ -27,7 +27,19 @@ from prism.schedule import Schedule, flops_per_token, param_count
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; the run cannot go on."""
+    """The loss became NaN or infinite, or far worse than knowing nothing (`diverged_above`); the run cannot go on."""
+
+
+# A model that predicts every token uniformly scores ln(vocab_size): a freshly initialised one starts within a few
+# percent of it and training only goes down from there. 1.5x that is out of reach of any run that is learning
+# (init noise, a warmup overshoot) yet far below the 25-400x of a blown-up one (lr 10: val loss 158-2045), so
+# such a finite loss is a divergence too, never a result to rank.
+DIVERGED_FACTOR = 1.5
+
+
+def diverged_above(vocab_size: int) -> float:
+    """The validation loss beyond which a run counts as diverged."""
+    return DIVERGED_FACTOR * math.log(vocab_size)
 
 
 @dataclass(frozen=True)
@@ -126,7 +138,7 @@ class Trainer:
         bad = torch.nonzero(~torch.isfinite(values))
         if len(bad):
             step, value = self.step - n + int(bad[0]), float(values[bad[0]])
-            raise TrainingDiverged(f"non-finite training loss {value} at step {step} (schedule {self.schedule}); lower lr")
+            raise TrainingDiverged(f"non-finite training loss {value} at step {step} (schedule {self.schedule})")
         return float(values[-1])
 
     def _train_step(self) -> torch.Tensor:
@@ -151,6 +163,11 @@ class Trainer:
         value = sum(losses) / len(losses)
         if not math.isfinite(value):
             raise TrainingDiverged(f"non-finite validation loss {value} at step {self.step} (schedule {self.schedule})")
+        if value > (limit := diverged_above(self.model_cfg.vocab_size)):
+            raise TrainingDiverged(
+                f"validation loss {value:.4g} at step {self.step} (schedule {self.schedule}) is above {DIVERGED_FACTOR} x "
+                f"ln(vocab_size={self.model_cfg.vocab_size}) = {limit:.2f}, worse than uniform guessing"
+            )
         return value
 
     def run_to_next_eval(self) -> EvalPoint:

@@ -123,7 +123,11 @@ def run(
     prior: str | None = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
+    from search.preflight import preflight
+    from search.study.lifecycle import keeping_checkpoints
+
     config = _with_overrides(load_config(study_file), storage, n_trials, workers, track)
+    preflight(keeping_checkpoints(config) if prior == "auto" else config, address=address)  # auto: the baselines keep theirs
     seed_prior: dict | str | None = prior
     if prior is not None and prior != "auto":
         from search.priors import read_prior
@@ -142,13 +146,16 @@ def resume(
     track: list[str] | None = TrackOpt,
 ) -> None:
     """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
+    from search.preflight import check_storage_url, preflight
     from search.storage.records import stored_config
     from search.study.create import load_study
 
     url = storage or DEFAULT_STORAGE
+    check_storage_url(url)
     check_cluster(address, url)  # before the storage is read: a cluster needs a network storage
-    config = stored_config(load_study(name, open_storage(url, create=False)))
-    _execute(_with_overrides(config, url, n_trials, workers, track), address, resume=True)
+    config = _with_overrides(stored_config(load_study(name, open_storage(url, create=False))), url, n_trials, workers, track)
+    preflight(config, address=address)
+    _execute(config, address, resume=True)
 
 
 @app.command()
@@ -212,9 +219,14 @@ def confirm(
     address: str | None = AddressOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
+    from search.preflight import check_storage_url, preflight
+    from search.storage.records import stored_config
     from search.study.lifecycle import confirm as confirm_study
 
-    rows = confirm_study(_stored(name, storage), top, seeds, workers, address, console)
+    check_storage_url(storage or DEFAULT_STORAGE)
+    study = _stored(name, storage)
+    preflight(_with_overrides(stored_config(study), storage or DEFAULT_STORAGE, None, workers), address=address)
+    rows = confirm_study(study, top, seeds, workers, address, console)
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
 
@@ -328,7 +340,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
+    from search.preflight import check_output_file
 
+    check_output_file(output, "-o")
     path = write_report(storage or DEFAULT_STORAGE, name, output)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
 

@@ -7,10 +7,11 @@ Every error becomes a `ConfigError` whose one-line message names the field and t
 from __future__ import annotations
 
 import glob
+import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
@@ -24,7 +25,25 @@ DEFAULT_STORAGE = "sqlite:///prism_search.db"
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """inf/nan would validate against every bound and then break training or the stored study's JSON: refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        """pydantic reads `true` as 1 wherever a number is declared; a TOML boolean there is a mistake."""
+        if info.field_name is None or not _declares_number(cls.model_fields[info.field_name].annotation):
+            return v
+        if isinstance(v, bool) or (isinstance(v, (list, tuple)) and any(isinstance(x, bool) for x in v)):
+            raise ValueError(f"{json.dumps(v)} is a boolean where a number is expected (fix: write a number, e.g. 1 rather than true)")
+        return v
+
+
+def _declares_number(annotation: Any) -> bool:
+    """int or float, optional or in a tuple; a field that also allows a boolean keeps it."""
+    args = get_args(annotation) or (annotation,)
+    return bool not in args and any(a in (int, float) for a in args)
 
 
 def _section_of(cls: type, exclude: tuple[str, ...] = ()) -> Any:
@@ -250,6 +269,8 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         msg = "unknown field; check the spelling or remove it"
     elif first["type"] == "missing":
         msg = "required field is missing; add it"
+    elif first["type"] == "finite_number":
+        msg = f"{first['input']!r} is not a finite number (fix: write a finite value; inf and nan cannot train or be stored)"
     elif first["type"] == "literal_error":
         msg = f"{first.get('input')!r} is not valid; {msg[0].lower()}{msg[1:]}"
     elif "input" in first and not isinstance(first["input"], dict) and first["type"] != "value_error":

@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from prism import Schedule, ScheduleError, TrainResult, load_checkpoint, load_corpus, val_batches, validate
+from prism import (
+    CheckpointError,
+    Schedule,
+    ScheduleError,
+    TrainingDiverged,
+    TrainResult,
+    load_checkpoint,
+    load_corpus,
+    val_batches,
+    validate,
+)
 from prism.analysis import LayerMetrics, layer_profile
 from search.config import StudyConfig, load_config, parse_config
 from search.errors import ConfigError
+from search.preflight import check_folder, preflight
 from search.runner.corpus import corpus_fingerprint
 from search.runner.worker import TrialSpec, run_trial
 
@@ -59,9 +69,10 @@ def train_single(
     config: StudyConfig, schedule: Schedule, *, device: str = "cpu", save: str | None = None, analyze: bool = False
 ) -> SingleRun:
     """Train through the same trial session a study's workers run, in this process and without a database."""
-    fingerprint = corpus_fingerprint(config)  # loads the corpus and checks the vocab: errors before compute
-    if save and Path(save).exists() and not Path(save).is_dir():
-        raise ConfigError(f"--save {save!r} is a file; pass a directory for the checkpoint")
+    preflight(config, device=device)
+    if save:
+        check_folder(save, "--save")
+    fingerprint = corpus_fingerprint(config)  # checks the vocab too
     with tempfile.TemporaryDirectory() as scratch:  # --analyze reads the trained model back from its checkpoint
         spec = TrialSpec(
             study=config.name,
@@ -77,7 +88,10 @@ def train_single(
             checkpoint_dir=save or (scratch if analyze else None),
             keep_checkpoints="best",
         )
-        result = run_trial(spec)
+        try:
+            result = run_trial(spec)
+        except TrainingDiverged as e:
+            raise ConfigError(f"training diverged: {e} (fix: lower train.lr, or raise train.warmup_steps)") from None
         layers = analyze_checkpoint(result.extra["checkpoint"])[1] if analyze else None
     if not save:
         result.extra.pop("checkpoint", None)
@@ -86,7 +100,10 @@ def train_single(
 
 def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
     """Per-layer metrics of a saved model on the validation text of the corpus it was trained on."""
-    model, meta = load_checkpoint(path)
+    try:
+        model, meta = load_checkpoint(path)
+    except CheckpointError as e:
+        raise ConfigError(str(e)) from None  # its message names the fix
     if "data" not in meta:
         raise ConfigError(f"checkpoint {path!r} does not name its corpus; it was not written by prism-search")
     return meta, profile(model, meta["data"])

@@ -1,9 +1,11 @@
 import math
+import re
 
 import pytest
 import torch
 
 from prism import ModelConfig, PrismLM, Schedule, TrainConfig, Trainer, TrainingDiverged, load_corpus, train, train_batches
+from prism.train import diverged_above
 
 CFG = ModelConfig(n_layer=2, d_model=64, block_size=32, dh_min=16, dh_max=64)
 TCFG = TrainConfig(steps=40, batch_size=8, warmup_steps=4, eval_every=10, eval_batches=2, lr=3e-3)
@@ -91,3 +93,17 @@ def test_bf16_autocast_runs_the_same_code_on_cpu():
 def test_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision='fp16' is not one of auto, fp32, bf16"):
         TrainConfig(precision="fp16")
+
+
+def test_a_finite_but_absurd_loss_is_a_divergence_too():
+    """lr 10 blows the model up without producing inf or nan: its val loss, hundreds of nats, must not be ranked."""
+    blown = TrainConfig(**{**TCFG.__dict__, "lr": 10.0, "warmup_steps": 0, "steps": 10, "eval_every": 5})
+    trainer = Trainer(CFG, Schedule.parse("2x2"), blown, load_corpus())
+    assert math.isfinite(trainer.train_steps(5))  # finite all the way: a non-finite check alone never fires
+    with pytest.raises(TrainingDiverged) as info:
+        trainer.evaluate()
+    value = float(re.search(r"validation loss (\S+) at step 5 \(schedule 2x2\)", str(info.value)).group(1))
+    assert math.isfinite(value) and value > diverged_above(256)
+    assert "is above 1.5 x ln(vocab_size=256) = 8.32" in str(info.value)
+    healthy = train(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "steps": 10, "eval_every": 5}), load_corpus())
+    assert all(p.val_loss < diverged_above(256) for p in healthy.curve)  # a learning run stays far below the line

@@ -48,12 +48,17 @@ def test_tiny_study_runs_prunes_and_is_plain_optuna(ray_local, tiny_config):
     assert summary.baseline_value is not None and summary.uniform_noise_floor is not None and summary.best_gap.search is not None
 
 
-def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config):
-    # lr so large that training diverges for real: every trial must end FAIL with the reason stored
+@pytest.mark.parametrize(
+    "lr, grad_clip, reason",
+    [(1e6, 1e9, "non-finite"), (10.0, 1.0, "is above 1.5 x ln(vocab_size=256)")],  # lr 10: finite losses of hundreds of nats
+    ids=["non-finite", "finite-but-absurd"],
+)
+def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config, lr, grad_clip, reason):
+    # lr so large that training diverges for real: every trial must end FAIL with the reason stored, never COMPLETE
     config = tiny_config.model_copy(update={"n_trials": 2})
     config = config.model_copy(
         update={
-            "train": config.train.model_copy(update={"lr": 1e6, "grad_clip": 1e9}),
+            "train": config.train.model_copy(update={"lr": lr, "grad_clip": grad_clip}),
             "search": config.search.model_copy(update={"max_failed_trials": 1}),
         }
     )
@@ -62,7 +67,8 @@ def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config):
     with pytest.raises(Exception, match="trials failed"):
         Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=1)
     failed = study.get_trials(states=(TrialState.FAIL,))
-    assert len(failed) == 2 and all("TrainingDiverged" in t.user_attrs["error"] for t in failed)
+    assert len(failed) == 2 and all("TrainingDiverged" in t.user_attrs["error"] and reason in t.user_attrs["error"] for t in failed)
+    assert not study.get_trials(states=(TrialState.COMPLETE,))
 
 
 def _cli(*args, **kw):
