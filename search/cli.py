@@ -343,8 +343,13 @@ def train(
     corpus: str | None = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
     tokenizer: str | None = typer.Option(None, "--tokenizer", help="bytes | bpe"),
     vocab_size: int | None = typer.Option(None, "--vocab-size", help="BPE size, or the declared vocab of token files"),
-    steps: int | None = typer.Option(None, "--steps", min=1, help="training steps"),
-    seed: int | None = typer.Option(None, "--seed"),
+    steps: int | None = typer.Option(
+        None, "--steps", min=1, help="training steps (the warmup keeps its share of the config's steps unless --warmup-steps is given)"
+    ),
+    warmup_steps: int | None = typer.Option(None, "--warmup-steps", min=0, help="linear learning-rate warmup steps, below --steps"),
+    seed: int | None = typer.Option(
+        None, "--seed", help="seed of the initial weights, data order and validation batches (default: the config's seed)"
+    ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     save: str | None = typer.Option(None, "--save", help="write the checkpoint to this directory"),
     analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
@@ -354,7 +359,14 @@ def train(
     from prism.analysis import format_profile
     from search.runner.single import resolve, train_single
 
-    overrides = {"data.corpus": corpus, "data.tokenizer": tokenizer, "data.vocab_size": vocab_size, "train.steps": steps, "seed": seed}
+    overrides = {
+        "data.corpus": corpus,
+        "data.tokenizer": tokenizer,
+        "data.vocab_size": vocab_size,
+        "train.steps": steps,
+        "train.warmup_steps": warmup_steps,
+        "seed": seed,
+    }
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
     if as_json:
