@@ -269,8 +269,13 @@ def train(
     corpus: str | None = typer.Option(None, "--corpus", help="built-in name, text file/folder/glob, .bin, or datasets folder"),
     tokenizer: str | None = typer.Option(None, "--tokenizer", help="bytes | bpe"),
     vocab_size: int | None = typer.Option(None, "--vocab-size", min=1, help="BPE size, or the declared vocab of token files"),
-    steps: int | None = typer.Option(None, "--steps", min=1, help="training steps"),
-    seed: int | None = typer.Option(None, "--seed", min=0),
+    steps: int | None = typer.Option(
+        None, "--steps", min=1, help="training steps (the warmup keeps its share of the config's steps unless --warmup-steps is given)"
+    ),
+    warmup_steps: int | None = typer.Option(None, "--warmup-steps", min=0, help="linear learning-rate warmup steps, below --steps"),
+    seed: int | None = typer.Option(
+        None, "--seed", min=0, help="seed of the initial weights, data order and validation batches (default: the config's seed)"
+    ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
     save: str | None = typer.Option(None, "--save", help="write the checkpoint to this directory"),
     analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
@@ -280,7 +285,14 @@ def train(
     from prism.analysis import format_profile
     from search.runner.single import resolve, train_single
 
-    overrides = {"data.corpus": corpus, "data.tokenizer": tokenizer, "data.vocab_size": vocab_size, "train.steps": steps, "seed": seed}
+    overrides = {
+        "data.corpus": corpus,
+        "data.tokenizer": tokenizer,
+        "data.vocab_size": vocab_size,
+        "train.steps": steps,
+        "train.warmup_steps": warmup_steps,
+        "seed": seed,
+    }
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
     if as_json:
@@ -383,13 +395,44 @@ def prior(
     from pathlib import Path
 
     from search.priors import make_prior, read_profile
+    from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT
 
     config = load_config(study_file)
     result = make_prior(read_profile(profile_file), config, top)
     Path(output).write_text(json.dumps(result, indent=1))
+    onset = result["onset"]
+    table = Table(
+        title=f"prior for {config.name} ({config.space.family} family, baseline {result['baseline']}); integration onset "
+        + (f"at depth {onset['depth']:.3f} (layer {onset['layer']})" if onset else f"not found: default depth {ONSET_DEFAULT}")
+    )
+    columns = _prior_columns(LATE_DEFAULT)
+    for col, _ in columns:
+        table.add_column(col)
     for e in result["schedules"]:
-        console.print(f"{e['rank']}. {e['schedule']}  ({e['variant']}, distance {e['distance']:g})")
+        table.add_row(str(e["rank"]), e["schedule"], e["variant"], f"{e['distance']:g}")
+    console.print(table)
+    for col, meaning in columns:
+        console.print(f"{col}: {meaning}", highlight=False, soft_wrap=True)
     console.print(f"prior: {output}")
+
+
+def _prior_columns(late_default: float) -> list[tuple[str, str]]:
+    """The `prior` table's columns and what each means, printed under it (the rule: search/priors/mapping.py)."""
+    return [
+        ("rank", "the order in which `run --prior` queues the schedules (most literal reading of the profile first)"),
+        ("schedule", "a member of the study's family, head counts as HEADSxLAYERS"),
+        (
+            "hypothesis",
+            "the reading of the profile it stands for; ideal: the widest heads first, reaching the baseline's head count at "
+            "the integration onset (the strongest transition zone), one count higher from a late zone on if one was found; "
+            f"other-late: the ideal without that late step (or with one at depth {late_default} when none was found); onset+1 / onset-1: "
+            "the ramp completing one layer later / earlier; ',top+1': the same shape ending one head count above the baseline",
+        ),
+        (
+            "distance",
+            "from the hypothesis' ideal schedule to this one: summed |log2 head count difference| over layers; 0 = the ideal itself",
+        ),
+    ]
 
 
 def _escape_help_markup(app: typer.Typer) -> None:

@@ -206,9 +206,9 @@ class StudyConfig(_Section):
     n_trials: int = Field(10, gt=0)
     storage: str = DEFAULT_STORAGE
     keep_checkpoints: Literal["best", "all", "none"] = Field(
-        "none",
-        description="trained models to keep: the best trial's (and the Pareto front's) with the paired baseline's,"
-        " every trial's (pruned ones too), or none",
+        "best",
+        description="trained models to keep: the best trial's (and the Pareto front's) with the paired baseline's"
+        " (default: `audit STUDY:0` works after any study), every trial's (pruned ones too), or none",
     )
     checkpoint_dir: str = Field("checkpoints", validate_default=True, description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
     model: ModelSection = ModelSection()

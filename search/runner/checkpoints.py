@@ -4,6 +4,8 @@ Workers write a trial's checkpoint to `trial_checkpoint_dir` and return its path
 the trial's `checkpoint` user attr, like every result extra); the driver, for "best", deletes every other
 trial's directory once a trial finishes, but keeps the Pareto front's in a multi-objective study and the
 paired uniform baseline's (the study seed's): the reference `prism-search audit` and `analyze` compare with.
+"best" is the default, so `prism-search audit STUDY:0` (trial 0 is that baseline) works after any study, at the
+cost of two or three models on disk.
 The directory must be on a file system the driver and the workers share (always true for a local Ray).
 """
 

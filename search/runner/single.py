@@ -17,6 +17,7 @@ from prism import (
     ScheduleError,
     TrainingDiverged,
     TrainResult,
+    allowed_head_counts,
     load_checkpoint,
     load_corpus,
     val_batches,
@@ -39,8 +40,19 @@ class SingleRun:
 
 
 def resolve(config_path: str | None, schedule: str, overrides: dict) -> tuple[StudyConfig, Schedule]:
-    """Config + overrides, validated once; `schedule` is HEADSxLAYERS text or "uniform" (the study's baseline)."""
+    """Config + overrides, validated once; `schedule` is HEADSxLAYERS text or "uniform" (the study's baseline).
+
+    `train.steps` without `train.warmup_steps` keeps the config's warmup share of the steps, so a shorter run
+    (`--steps 50` on a config with 60 warmup steps) keeps the shape of its learning-rate schedule."""
     config = load_config(config_path) if config_path else parse_config({"name": "train"})
+    steps, warmup = overrides.get("train.steps"), overrides.get("train.warmup_steps")
+    if steps is not None and warmup is None:
+        overrides = overrides | {"train.warmup_steps": config.train.warmup_steps * steps // config.train.steps}
+    final_steps = config.train.steps if steps is None else steps
+    if warmup is not None and warmup >= final_steps:
+        raise ConfigError(
+            f"--warmup-steps {warmup} must be below the {final_steps} training steps (fix: lower --warmup-steps or raise --steps)"
+        )
     data = config.model_dump()
     for dotted, value in overrides.items():
         if value is not None:
@@ -53,7 +65,12 @@ def resolve(config_path: str | None, schedule: str, overrides: dict) -> tuple[St
         parsed = Schedule.parse(schedule)
         validate(parsed, config.model_config_)
     except ScheduleError as e:
-        raise ConfigError(f"schedule {schedule!r}: {e}") from None
+        model = f"{config_path}'s model" if config_path else "the built-in default model"
+        raise ConfigError(
+            f"schedule {schedule!r}: {e} ({model} has {config.model.n_layer} layers and head counts "
+            f"{allowed_head_counts(config.model_config_)}; fix: write a schedule of those"
+            + (", or train a study's model with --config STUDY.toml)" if not config_path else ")")
+        ) from None
     return config, parsed
 
 

@@ -19,9 +19,9 @@ def ray_local():
 
 @pytest.fixture
 def tiny_config(tmp_path) -> StudyConfig:
-    """The seconds-long study from studies/tiny.toml, stored in a fresh SQLite file."""
+    """The seconds-long study from studies/tiny.toml, stored in a fresh SQLite file, its checkpoints beside it."""
     config = load_config(ROOT / "studies" / "tiny.toml")
-    return config.model_copy(update={"storage": f"sqlite:///{tmp_path / 'study.db'}"})
+    return config.model_copy(update={"storage": f"sqlite:///{tmp_path / 'study.db'}", "checkpoint_dir": str(tmp_path / "checkpoints")})
 
 
 @pytest.fixture

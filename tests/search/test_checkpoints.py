@@ -57,8 +57,7 @@ def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user
     text.write_text("".join(f"{i} little pigs went to market, {i * 7 % 13} came home\n" for i in range(3000)))
     config = tiny_config.model_copy(
         update={
-            "n_trials": 4,
-            "keep_checkpoints": "best",
+            "n_trials": 4,  # keep_checkpoints: the default, "best"
             "checkpoint_dir": str(tmp_path / "ckpt"),
             "data": tiny_config.data.model_copy(update={"corpus": str(text)}),
         }

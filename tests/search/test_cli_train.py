@@ -1,5 +1,6 @@
 """`prism-search train` and `analyze`: one model from a schedule string, its checkpoint, the per-layer table."""
 
+import inspect
 import json
 import subprocess
 import sys
@@ -9,6 +10,7 @@ from typer.testing import CliRunner
 from prism import load_checkpoint
 from search.cli import app
 from search.config import ConfigError
+from search.runner.single import resolve
 
 from .conftest import ROOT
 
@@ -48,3 +50,26 @@ def test_train_bad_input_is_one_line_and_exit_2(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing written
     out = CliRunner().invoke(app, ["train", "uniform", "--config", TINY, "--corpus", str(tmp_path / "none.txt")])
     assert isinstance(out.exception, ConfigError) and "data.corpus: unknown corpus" in str(out.exception)
+
+
+def test_steps_alone_keep_the_warmup_share_and_a_warmup_past_the_steps_is_one_line_exit_2(tmp_path):
+    """`--steps 50` on the quickstart (60 warmup steps of 600) is not refused: the warmup keeps its 10%."""
+    quickstart = str(ROOT / "studies" / "quickstart.toml")
+    config, _ = resolve(quickstart, "1x2,2x1,4x1", {"train.steps": 50})
+    assert (config.train.steps, config.train.warmup_steps) == (50, 5)
+    config, _ = resolve(quickstart, "uniform", {"train.steps": 50, "train.warmup_steps": 0})
+    assert (config.train.steps, config.train.warmup_steps) == (50, 0)
+    for args, message in [
+        (["1x2,2x1,4x1", "--config", quickstart, "--steps", "50", "--warmup-steps", "50"], "--warmup-steps 50 must be below the 50"),
+        (["1x2,2x2,4x2"], "the built-in default model has 6 layers and head counts [1, 2]; fix: write a schedule of those"),
+        (["1x2,2x2,4x2", "--config", quickstart], "quickstart.toml's model has 4 layers and head counts [1, 2, 4]"),
+    ]:
+        proc = subprocess.run([sys.executable, "-m", "search.cli", "train", *args], capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_every_train_option_says_what_it_does():
+    train = next(c for c in app.registered_commands if c.callback.__name__ == "train")
+    options = [p.default for p in inspect.signature(train.callback).parameters.values()]
+    assert len(options) >= 12 and all(o.help for o in options), [o.param_decls for o in options if not o.help]

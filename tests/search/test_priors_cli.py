@@ -24,7 +24,7 @@ def checkpoint(tmp_path):
     return save_checkpoint(PrismLM(cfg, Schedule.parse("1,2,4")), tmp_path / "ckpt")
 
 
-def test_audit_a_checkpoint_writes_profile_and_self_contained_report(monkeypatch, tmp_path, checkpoint, study_toml):
+def test_audit_a_checkpoint_writes_profile_and_self_contained_report(monkeypatch, capsys, tmp_path, checkpoint, study_toml):
     out = tmp_path / "profile.json"
     assert cli(monkeypatch, "audit", checkpoint, "-o", out) == 0
     profile = json.loads(out.read_text())
@@ -39,9 +39,16 @@ def test_audit_a_checkpoint_writes_profile_and_self_contained_report(monkeypatch
 
     toml = study_toml(("n_trials = 5", 'n_trials = 5\n[space]\nfamily = "ramp"\nbaseline_heads = 2'))
     prior_path = tmp_path / "prior.json"
+    capsys.readouterr()
     assert cli(monkeypatch, "prior", out, toml, "-o", prior_path, "--top", 3) == 0
     prior = json.loads(prior_path.read_text())
     assert prior["n_layer"] == 3 and 1 <= len(prior["schedules"]) <= 3
+    printed = capsys.readouterr().out
+    header = next(line for line in printed.splitlines() if "rank" in line and "distance" in line)
+    columns = [c.strip() for c in header.strip("┃│ ").split("┃" if "┃" in header else "│")]
+    assert columns == ["rank", "schedule", "hypothesis", "distance"]
+    assert all(f"\n{c}: " in printed for c in columns)  # a legend line explains every column
+    assert all(e["schedule"] in printed and e["variant"] in printed for e in prior["schedules"])
     assert all(Schedule.parse(e["schedule"]).is_monotone for e in prior["schedules"])
 
 
