@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 from search.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
 from search.storage.summary import paired_diffs
 
-MAIN, LONG, WIDTH = "bench-main", "bench-long", "bench-width"
+MAIN, LONG, WIDTH, FREE = "bench-main", "bench-long", "bench-width", "bench-free"
 COMMAND = "python scripts/results.py"
 
 
@@ -182,6 +182,71 @@ def transfer(main: Study, other: Study | None, what: str) -> str:
     )
 
 
+def study_table(study: Study | None, what: str) -> str:
+    """A later stage's own ranked table (its uniform baseline, its seeds), or why it is pending."""
+    if study is None:
+        return f"pending: study {what} has not run yet"
+    return table_main(study)[0]
+
+
+def monotone(main: Study, free: Study | None) -> str:
+    """Is the best of the unconstrained (free) search monotone, and how does it do against uniform and bench-main's best?"""
+    if free is None:
+        return f"pending: study {FREE} has not run yet"
+    _, ranking = table_main(free)
+    searched = [s for s, _ in ranking if s != free.baseline]
+    if not searched:
+        return "pending: no schedule finished yet"
+    best = searched[0]
+    kind = "monotone (non-decreasing)" if _is_monotone(best) else "not monotone"
+    n_mono = sum(1 for s in {r.schedule for r in free.runs} if _is_monotone(s))
+    gap = gaps(free, best)
+    main_best = next((s for s, _ in table_main(main)[1] if s != main.baseline), None)
+    return (
+        f"- best of {FREE} by mean val loss: `{best}`, {kind}; paired gap to uniform {gap.text() if gap else '-'}\n"
+        f"- {n_mono} of the {len({r.schedule for r in free.runs})} schedules {FREE} trained are monotone; "
+        f"bench-main's best non-uniform monotone schedule is `{main_best}`"
+    )
+
+
+def _is_monotone(schedule: str) -> bool:
+    heads = [int(part.split("x")[0]) for part in schedule.split(",") for _ in range(int(part.split("x")[1]))]
+    return heads == sorted(heads)
+
+
+def attention(path: Path, out: Path) -> tuple[str, list[str]]:
+    """Mean attention distance per layer of the schedules scripts/attention_profiles.py measured (a JSON beside the db)."""
+    if not path.is_file():
+        return f"pending: no {path.name} yet (scripts/attention_profiles.py writes it)", []
+    import json
+
+    table = json.loads(path.read_text())
+    n_layer = max(len(v["layers"]) for v in table.values())
+    lines = [
+        "| schedule | val loss | " + " | ".join(f"layer {i}" for i in range(n_layer)) + " |",
+        "|---|---:|" + "---:|" * n_layer,
+    ]
+    for schedule, v in table.items():
+        cells = " | ".join(f"{m['mad']:.1f} ({m['mad_relative']:.2f})" for m in v["layers"])
+        lines.append(f"| `{schedule}` (seed {v['seed']}) | {v['val_loss']:.4f} | {cells} |")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    for schedule, v in table.items():
+        ax.plot([m["layer"] for m in v["layers"]], [m["mad"] for m in v["layers"]], "o-", label=schedule)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("mean attention distance (tokens)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "attention.png", dpi=110)
+    plt.close(fig)
+    note = "cells: mean attention distance in tokens (relative to the query position in brackets), mean over the layer's heads"
+    return "\n".join(lines) + f"\n\n{note}", ["attention.png"]
+
+
 def figures(study: Study, ranking: list[tuple[str, float]], agreement: list, out: Path) -> list[str]:
     import matplotlib
 
@@ -248,10 +313,14 @@ def main() -> None:
         + (f"; the paper ramp `{reference}` ranks {where.get(reference, '-')}." if reference else "."),
         f"## Selection-corrected best\n\n{selection(main_study)}",
         f"## Rank agreement per rung (all complete runs of {MAIN})\n\n{rungs}",
-        f"## Across budget (1x -> 4x)\n\n{transfer(main_study, studies.get(LONG), LONG)}",
-        f"## Across width (d_model 128 -> 256)\n\n{transfer(main_study, studies.get(WIDTH), WIDTH)}",
+        f"## Across budget (1x -> 4x)\n\n{transfer(main_study, studies.get(LONG), LONG)}\n\n{study_table(studies.get(LONG), LONG)}",
+        f"## Across width (d_model 128 -> 256)\n\n{transfer(main_study, studies.get(WIDTH), WIDTH)}\n\n"
+        f"{study_table(studies.get(WIDTH), WIDTH)}",
+        f"## Monotone or not ({FREE})\n\n{monotone(main_study, studies.get(FREE))}",
     ]
-    pictures = figures(main_study, ranking, agreement, out)
+    attention_text, attention_figures = attention(Path(args.db).with_name("attention.json"), out)
+    sections.append(f"## Attention distance per layer\n\n{attention_text}")
+    pictures = figures(main_study, ranking, agreement, out) + attention_figures
     sections.append("Figures: " + ", ".join(f"[{f}]({f})" for f in pictures))
     (out / "tables.md").write_text("\n\n".join(sections) + "\n")
     print("\n\n".join(sections))

@@ -22,8 +22,12 @@ stage_long() {     # a subset of bench-main at 4x the budget (8.2 M tokens), 2 p
 stage_width() {    # the same subset at d_model 256, bench-main's budget, 2 paired seeds
     cli run studies/bench-width.toml
 }
+stage_free() {     # non-monotone schedules: TPE over the free family at bench-main's budget, then its top 3 confirmed
+    cli run studies/bench-free.toml
+    cli confirm bench-free --top 3 --seeds 2 --storage "$STORAGE"
+}
 
-stages=${1:-main confirm long width}
+stages=${1:-main confirm long width free}
 for s in $stages; do
     echo "== stage $s ($(date -u +%H:%M:%S))"
     "stage_$s"

@@ -1,6 +1,7 @@
 """scripts/results.py regenerates docs/results.md's tables and figures from a study database: run for real on a
 constructed bench-main study with known answers (the statistics themselves are tested in tests/search/test_stats.py)."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,13 @@ def test_tables_and_figures_from_a_constructed_study(tmp_path):
     for seed, base, best in ((1000, 1.50, 1.49), (1001, 1.60, 1.58), (1002, 1.70, 1.67)):
         add(study, UNIFORM, seed, base, role="confirm")
         add(study, "4x3", seed, best, role="confirm")
+    free = optuna.create_study(study_name="bench-free", storage=f"sqlite:///{db}")
+    free.set_user_attr(ATTR_CONFIG, config.model_copy(update={"name": "bench-free"}).model_dump_json())
+    add(free, UNIFORM, 0, 2.05, role="baseline")
+    add(free, "4x1,2x2", 0, 2.01)  # not monotone, the free search's best
+    add(free, "1x1,2x2", 0, 2.03)
+    profile = [{"layer": i, "mad": 1.0 + i, "mad_relative": 0.1 * i} for i in range(3)]
+    (tmp_path / "attention.json").write_text(json.dumps({UNIFORM: {"seed": 0, "val_loss": 2.05, "layers": profile}}))
     before = db.read_bytes()
 
     out = tmp_path / "out"
@@ -57,4 +65,7 @@ def test_tables_and_figures_from_a_constructed_study(tmp_path):
     assert "-0.0200 [-0.0448, +0.0048] (n=3, p=0.074), verdict: **inside the noise**" in tables
     assert "| 100 | +1.000 [+1.000, +1.000] | 9 |" in tables  # the rung ranks exactly like the final loss
     assert "pending: study bench-long has not run yet" in tables
-    assert {p.name for p in out.glob("*.png")} == {"gaps.png", "rungs.png"}
+    assert "- best of bench-free by mean val loss: `4x1,2x2`, not monotone; paired gap to uniform -0.0400 (n=1" in tables
+    assert "- 2 of the 3 schedules bench-free trained are monotone; bench-main's best non-uniform monotone schedule is `4x3`" in tables
+    assert "| `1x3` (seed 0) | 2.0500 | 1.0 (0.00) | 2.0 (0.10) | 3.0 (0.20) |" in tables
+    assert {p.name for p in out.glob("*.png")} == {"gaps.png", "rungs.png", "attention.png"}
