@@ -26,7 +26,7 @@ err = Console(stderr=True)
 
 StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
-NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total finished trials the study should reach")
+NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total trained trials the study should reach (served duplicates do not count)")
 TrackOpt = typer.Option(
     None, "--track", help="log every finished trial to mlflow, tensorboard or wandb; NAME or NAME=URI/FOLDER, repeatable"
 )
@@ -39,7 +39,8 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
     from search.progress import Progress
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
-    from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, load_study, open_study
+    from search.storage.budget import budget, exhausted
+    from search.study import ATTR_FINGERPRINT, corpus_fingerprint, family_for, load_study, open_study
     from search.tracking import make_trackers
 
     check_cluster(address, config.storage)
@@ -57,15 +58,21 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict
     requeued = requeue_stale_trials(study)
     if requeued:
         console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
-    done_before = len(study.get_trials(deepcopy=False, states=FINISHED))
-    if done_before >= config.n_trials:
-        console.print(f"study {config.name} already has {done_before}/{config.n_trials} finished trials; nothing to run")
+    done = budget(study.get_trials(deepcopy=False), config.seed)
+    full = exhausted(done, family_for(config), config.n_trials)
+    if done.trained >= config.n_trials or full:
+        why = f" ({full})" if full and done.trained < config.n_trials else ""
+        console.print(
+            f"study {config.name} already has {done.trained}/{config.n_trials} trained trials{why}; nothing to run",
+            soft_wrap=True,
+            highlight=False,
+        )
         _print_summary(study, None)
         return
     workers = config.resources.workers
     if dashboard := connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial):
         console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
-    progress = Progress(config.name, config.n_trials, done_before, console=console)
+    progress = Progress(config.name, config.n_trials, done.trained, console=console)
     started = time.monotonic()
     try:
         with _sigterm_as_ctrl_c():
@@ -127,7 +134,10 @@ def _print_summary(study, wall_s: float | None) -> None:
 
     s = summarize(study)
     table = Table(title=f"study {s.name}", show_header=False)
-    table.add_row("trials", ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items()) + f" (target {s.n_trials})")
+    counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
+    table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials})")
+    if s.exhausted:
+        table.add_row("stopped early", s.exhausted)
     table.add_row("best schedule", f"{s.best_schedule} (trial {s.best_number})" if s.best_schedule else "-")
     table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
     table.add_row(
@@ -212,7 +222,7 @@ def resume(
     address: str | None = AddressOpt,
     track: list[str] | None = TrackOpt,
 ) -> None:
-    """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
+    """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
     from search.study import load_study, stored_config
 
     url = storage or DEFAULT_STORAGE

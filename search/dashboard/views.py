@@ -83,9 +83,10 @@ class StudyView:
         counts = self.counts
         if counts.get("RUNNING"):
             return "running"
-        finished = counts.get("COMPLETE", 0) + counts.get("PRUNED", 0)
-        target = self.config.n_trials if self.config else finished
-        return "finished" if finished >= target else "stopped"
+        if self.summary is None:  # a plain Optuna study has no target
+            return "finished"
+        # n_trials counts trained trials (search.storage.budget); a study whose space ran out is done too
+        return "finished" if self.summary.trained >= self.summary.n_trials or self.summary.exhausted else "stopped"
 
     def row(self, number: int) -> TrialRow | None:
         return self.rows[number] if 0 <= number < len(self.rows) and self.rows[number].number == number else None
