@@ -34,7 +34,7 @@ from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
 from search.storage.budget import Budget, budget, exhausted
-from search.storage.records import DUPLICATE_ATTR, result_attrs, schedule_attrs
+from search.storage.records import DUPLICATE_ATTR, objective_values, result_attrs, schedule_attrs
 from search.study import enqueue, family_for, stored_config
 from search.tracking import make_trackers
 
@@ -277,7 +277,7 @@ class Driver:
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE
-        values = [result.final_val_loss, result.tokens_per_s][: len(self.study.directions)]
+        values = objective_values(result, self.config.search.objectives)
         try:
             self._record(job, result)
             if job.pruning:
