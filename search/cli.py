@@ -294,7 +294,8 @@ def confirm(
     from search.confirm import run_confirmation, top_schedules
     from search.progress import Progress
     from search.runner.driver import connect_ray
-    from search.study import ATTR_FINGERPRINT, FINISHED, corpus_fingerprint, stored_config
+    from search.storage.budget import budget
+    from search.study import ATTR_FINGERPRINT, corpus_fingerprint, stored_config
 
     study = _stored(name, storage)
     config = stored_config(study)
@@ -304,7 +305,7 @@ def confirm(
         raise PrismSearchError(f"study {name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
     n_workers = workers or config.resources.workers
     connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
-    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    done = budget(study.get_trials(deepcopy=False), config.seed).trained
     progress = Progress(name, done + planned, done, console=console)
     try:
         with _sigterm_as_ctrl_c():
