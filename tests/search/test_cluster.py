@@ -19,6 +19,7 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from search.runner.cluster import ClusterError, check_cluster
+from search.storage.budget import is_served
 from search.study import FINISHED
 from tests.search.cluster_probe import RESOURCES
 from tests.search.conftest import ROOT
@@ -121,7 +122,8 @@ def ray_cluster():
 def _finished_and_workers(url: str) -> tuple[list, list[dict]]:
     trials = optuna.load_study(study_name="tiny", storage=url).get_trials()
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
-    return [t for t in trials if t.state in FINISHED], [t.user_attrs["worker"] for t in trials if "worker" in t.user_attrs]
+    trained = [t for t in trials if t.state in FINISHED and not is_served(t)]  # what n_trials counts
+    return trained, [t.user_attrs["worker"] for t in trials if "worker" in t.user_attrs]
 
 
 @pytest.mark.e2e
