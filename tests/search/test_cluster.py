@@ -191,7 +191,7 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     try:
         for line in proc.stdout:  # plain log lines: stdout is not a terminal
             lines.append(line)
-            if m := re.search(r"trial (\d+) started", line):
+            if (m := re.search(r"trial (\d+) started", line)) and "(= trial" not in line:  # served ones train nowhere
                 running.add(m[1])
             elif m := re.search(r"trial (\d+) (COMPLETE|PRUNED|FAIL)", line):
                 running.discard(m[1])
