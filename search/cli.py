@@ -24,7 +24,7 @@ err = Console(stderr=True)
 
 StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
-NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total finished trials the study should reach")
+NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total trained trials the study should reach (served duplicates do not count)")
 TrackOpt = typer.Option(
     None, "--track", help="log every finished trial to mlflow, tensorboard or wandb; NAME or NAME=URI/FOLDER, repeatable"
 )
@@ -56,7 +56,10 @@ def _print_summary(study, wall_s: float | None) -> None:
 
     s = summarize(study)
     table = Table(title=f"study {s.name}", show_header=False)
-    table.add_row("trials", ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items()) + f" (target {s.n_trials})")
+    counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
+    table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials})")
+    if s.exhausted:
+        table.add_row("stopped early", s.exhausted)
     table.add_row("best schedule", f"{s.best_schedule} (trial {s.best_number})" if s.best_schedule else "-")
     table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
     table.add_row(
@@ -145,7 +148,7 @@ def resume(
     address: str | None = AddressOpt,
     track: list[str] | None = TrackOpt,
 ) -> None:
-    """Continue a stored study until it has n_trials finished trials; trials lost by a dead driver run again."""
+    """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
     from search.preflight import check_storage_url, preflight
     from search.storage.records import stored_config
     from search.study.create import load_study

@@ -23,11 +23,12 @@ class _Running:
 
 @dataclass
 class Progress:
-    """Receives the driver's events; renders live on a TTY, logs one line per event otherwise."""
+    """Receives the driver's events; renders live on a TTY, logs one line per event otherwise. `target` and `done` count
+    trained trials: a duplicate served from the cache is shown, and counted apart (search.storage.budget)."""
 
     study: str
     target: int
-    done_before: int = 0
+    done_before: int = 0  # trials trained before this run
     console: Console = field(default_factory=lambda: Console(stderr=False))
     live: bool | None = None
 
@@ -35,6 +36,7 @@ class Progress:
         self.started = time.monotonic()
         self.running: dict[int, _Running] = {}
         self.counts = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
+        self.served = 0
         self.best: tuple[float, str] | None = None
         if self.live is None:
             self.live = self.console.is_terminal and sys.stdout.isatty()
@@ -81,6 +83,7 @@ class Progress:
             f"running {len(self.running)}",
             f"pruned {self.counts['PRUNED']}",
             f"failed {self.counts['FAIL']}",
+            f"served from cache {self.served}",
             f"best {best}",
             f"ETA {self._eta()}",
         )
@@ -96,9 +99,14 @@ class Progress:
         self._log(f"trial {number}: {point.tokens:,} tokens, val loss {point.val_loss:.4f}")
         self._update()
 
-    def finished(self, number: int, state: str, value: float | None, note: str = "") -> None:
+    def finished(self, number: int, state: str, value: float | None, note: str = "", served: bool = False) -> None:
+        """`served`: a duplicate given its original's result; it trained nothing, so `done` does not count it."""
         r = self.running.pop(number, None)
-        self.counts[state] = self.counts.get(state, 0) + 1
+        if served:
+            self.served += 1
+            note = note or "served from cache, not counted"
+        else:
+            self.counts[state] = self.counts.get(state, 0) + 1
         if state == "COMPLETE" and value is not None and (self.best is None or value < self.best[0]):
             self.best = (value, r.schedule if r else "?")
         shown = f" val loss {value:.4f}" if value is not None else ""

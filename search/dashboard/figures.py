@@ -17,7 +17,7 @@ from search.dashboard.views import (
     TrialRow,
     layer_importance,
     loss_key,
-    speed_key,
+    speed_of,
 )
 from search.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
 from search.storage.summary import pareto_front
@@ -119,16 +119,21 @@ def history(view: StudyView) -> Figure | None:
 def pareto(view: StudyView) -> Figure | None:
     """Val loss against training throughput; in a two-objective study the front is what a user picks from, in a
     single-objective one the same line only shows the trade-off (throughput was not optimised)."""
-    done = [r for r in _complete(view) if r.tokens_per_s is not None]
+    speed, axis = speed_of(view.metric_names)
+    done = [r for r in _complete(view) if speed(r) is not None]
     if len(done) < 2:
         return None
-    fig = Figure(_by_role(done, lambda r: r.tokens_per_s, lambda r: r.val_loss))
+    fig = Figure(_by_role(done, speed, lambda r: r.val_loss))
     title = pareto_title(view)
+
+    def speed_key(row: TrialRow) -> float:
+        return speed(row) or 0.0  # every row in `done` has one
+
     front = sorted((done[i] for i in pareto_front([(loss_key(r), speed_key(r)) for r in done])), key=speed_key)
     fig.add_trace(
         dict(
             type="scatter",
-            x=[r.tokens_per_s for r in front],
+            x=[speed(r) for r in front],
             y=[r.val_loss for r in front],
             mode="lines+markers",
             name="Pareto front" if title.startswith("Pareto") else "non-dominated (throughput not optimised)",
@@ -139,11 +144,11 @@ def pareto(view: StudyView) -> Figure | None:
             hoverinfo="text",
         )
     )
-    return _layout(fig, f"{title}: val loss × throughput", "training tokens/s (higher is better)", "val loss (lower is better)")
+    return _layout(fig, f"{title}: val loss × throughput", axis, "val loss (lower is better)")
 
 
 def pareto_title(view: StudyView) -> str:
-    return "Pareto front" if "tokens_per_s" in view.metric_names else "Val loss × throughput"
+    return "Pareto front" if {"throughput", "tokens_per_s"} & set(view.metric_names) else "Val loss × throughput"
 
 
 def fidelity(view: StudyView) -> Figure | None:

@@ -2,7 +2,8 @@
 
 Every figure and page is a pure function of a `StudyView`, so they are tested without a server and the
 report reuses them unchanged. Optional data shows up when present and is skipped when absent:
-- a second objective `tokens_per_s` (multi-objective studies), else the `tokens_per_s` trial attr;
+- a second objective `throughput` (the paired tokens/s ratio to uniform) or, in studies made before it, `tokens_per_s`;
+  else the `throughput_ratio` and `tokens_per_s` trial attrs;
 - a geometry audit stored as the trial user attr `prism.audit`: a list of per-layer dicts (the fields of
   `prism.analysis.LayerMetrics`, e.g. `{"layer": 0, "mad": 3.1, "matrix_entropy": 0.4, ...}`), or a dict
   holding that list under "layers".
@@ -14,6 +15,7 @@ import hashlib
 import json
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -48,6 +50,7 @@ class TrialRow:
     audit: list[dict] | None = None
     params: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
+    throughput: float | None = None  # tokens/s over uniform's, paired (the `throughput` objective)
 
 
 def loss_key(row: TrialRow) -> float:
@@ -55,9 +58,12 @@ def loss_key(row: TrialRow) -> float:
     return math.inf if row.val_loss is None else row.val_loss
 
 
-def speed_key(row: TrialRow) -> float:
-    """Sort key by tokens/s; a row without one sorts first."""
-    return 0.0 if row.tokens_per_s is None else row.tokens_per_s
+def speed_of(metric_names: list[str]) -> tuple[Callable[[TrialRow], float | None], str]:
+    """The speed a study optimised: the paired ratio (objective `throughput`), else raw tokens/s (older studies, or
+    none optimised); with the axis title that names it."""
+    if "throughput" in metric_names:
+        return (lambda row: row.throughput), "tokens/s over uniform's, paired (higher is better)"
+    return (lambda row: row.tokens_per_s), "training tokens/s (higher is better)"
 
 
 @dataclass
@@ -83,9 +89,10 @@ class StudyView:
         counts = self.counts
         if counts.get("RUNNING"):
             return "running"
-        finished = counts.get("COMPLETE", 0) + counts.get("PRUNED", 0)
-        target = self.config.n_trials if self.config else finished
-        return "finished" if finished >= target else "stopped"
+        if self.summary is None:  # a plain Optuna study has no target
+            return "finished"
+        # n_trials counts trained trials (search.storage.budget); a study whose space ran out is done too
+        return "finished" if self.summary.trained >= self.summary.n_trials or self.summary.exhausted else "stopped"
 
     def row(self, number: int) -> TrialRow | None:
         return self.rows[number] if 0 <= number < len(self.rows) and self.rows[number].number == number else None
@@ -168,15 +175,17 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
     attrs = t.user_attrs
     loss_i = _index(metric_names, "val_loss", 0)
     tps_i = _index(metric_names, "tokens_per_s", None)
+    ratio_i = _index(metric_names, "throughput", None)
     curve = tuple(sorted((float(k), float(v)) for k, v in t.intermediate_values.items()))
     if not curve and attrs.get("curve"):
         curve = tuple((float(a), float(b)) for a, b in attrs["curve"])
     if t.values is not None and t.state == TrialState.COMPLETE:
         val_loss = _finite(t.values[loss_i])
         tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get("tokens_per_s"))
+        ratio = _finite(t.values[ratio_i]) if ratio_i is not None else _finite(attrs.get("throughput_ratio"))
     else:
         val_loss = curve[-1][1] if curve else None
-        tps = _finite(attrs.get("tokens_per_s"))
+        tps, ratio = _finite(attrs.get("tokens_per_s")), _finite(attrs.get("throughput_ratio"))
     worker = attrs.get("worker")
     return TrialRow(
         number=t.number,
@@ -196,6 +205,7 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
         audit=_audit(attrs, study_audit),
         params=dict(t.params),
         attrs=attrs,
+        throughput=ratio,
     )
 
 

@@ -6,6 +6,7 @@ stored config and corpus fingerprint guard that), so (schedule, seed) identifies
 key matches a COMPLETE or PRUNED trial gets that trial's stored result; one whose key matches a RUNNING trial
 waits for it (holding no worker) and then gets its result. Either way it carries user attr `duplicate_of`.
 If the original fails, the waiting copy is failed too and its schedule queued again, so it trains for real.
+A served trial is told to the sampler, so it learns, but does not count toward n_trials (search.storage.budget).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
+from typing import Literal, Protocol
 
 import optuna
 import ray
@@ -30,8 +30,9 @@ from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
+from search.storage.budget import Budget, budget, exhausted
 from search.storage.constraints import apply_constraint
-from search.storage.records import DUPLICATE_ATTR, FINISHED, enqueue, result_attrs, schedule_attrs, stored_config
+from search.storage.records import DUPLICATE_ATTR, enqueue, objective_values, result_attrs, schedule_attrs, stored_config
 from search.tracking import make_trackers
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
@@ -98,6 +99,15 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
     )
 
 
+def trial_schedule(trial: optuna.Trial, family) -> Schedule:  # family: a search.families.ScheduleFamily
+    """What an asked trial trains: its enqueued schedule, else what the sampler's parameters decode to. An enqueued
+    member of the family is decoded from its fixed parameters too, so the sampler sees its parameters."""
+    attrs = trial.user_attrs
+    if "schedule" in attrs and not family.contains(Schedule.parse(attrs["schedule"])):
+        return Schedule.parse(attrs["schedule"])  # an enqueued schedule outside the family
+    return family.suggest(trial)
+
+
 class Stopping(Protocol):
     """Decides between evaluations whether a search trial goes on; the study picks it (search.study.pruning)."""
 
@@ -129,6 +139,7 @@ class Driver:
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
+        self.exhausted: str | None = None  # why the study stopped short of its target (search.storage.budget)
 
     # -- the database, always through retries ----------------------------------------------------------
     def _db(self, fn, *args, **kwargs):
@@ -150,14 +161,12 @@ class Driver:
     def _too_many_failures(self) -> bool:
         return self.failures > self.config.search.max_failed_trials
 
-    def _counts(self) -> tuple[int, int]:
-        """Finished and running trials of the whole study, whichever driver owns them."""
-        trials = self._db(self.study.get_trials, deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
-        finished = sum(t.state in FINISHED for t in trials)
-        return finished, len(trials) - finished
+    def _budget(self) -> Budget:
+        """Trained, training and served trials of the whole study, whichever driver owns them (search.storage.budget)."""
+        return budget(self._db(self.study.get_trials, deepcopy=False), self.config.seed)
 
-    def n_finished(self) -> int:
-        return self._counts()[0]
+    def n_trained(self) -> int:
+        return self._budget().trained
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
@@ -198,10 +207,10 @@ class Driver:
     # -- the loop ----------------------------------------------------------------------------------------
     def _is_surplus(self, trial: optuna.Trial, target: int) -> bool:
         """True when trials numbered before this one already fill the target (another driver got there first)."""
-        ahead = self._db(self.study.get_trials, deepcopy=False, states=(*FINISHED, TrialState.RUNNING))
-        return sum(t.number < trial.number for t in ahead) >= target
+        ahead = budget((t for t in self._db(self.study.get_trials, deepcopy=False) if t.number < trial.number), self.config.seed)
+        return ahead.trained + ahead.running >= target
 
-    def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> bool:
+    def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> Literal["surplus", "served", "trained"]:
         trial = self._db(self.study.ask)
         self.asked.append(trial)
         self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
@@ -211,21 +220,18 @@ class Driver:
             self._db(self.study.tell, trial, state=TrialState.FAIL)
             if "schedule" in attrs:  # it came from the queue: give it back
                 _requeue(self.study, self.family, trial, attempt=attrs.get("attempt", 0))
-            return False
+            return "surplus"
         role, seed = attrs.get("role", "search"), attrs.get("seed", self.config.seed)
-        if "schedule" in attrs and not self.family.contains(Schedule.parse(attrs["schedule"])):
-            schedule = Schedule.parse(attrs["schedule"])  # an enqueued schedule outside the family
-        else:
-            schedule = self._db(self.family.suggest, trial)
+        schedule = self._db(trial_schedule, trial, self.family)
         for key, value in schedule_attrs(schedule, role, seed).items():
             self._db(trial.set_user_attr, key, value)
         if self._serve_duplicate(trial, schedule, role, seed, worker):
-            return True
+            return "served"
         job = _InFlight(trial, schedule, role, worker)
         self.in_flight[worker.start.remote(self._spec(trial, schedule, seed))] = job
         if self.progress:
             self.progress.started_trial(trial.number, str(schedule), role)
-        return True
+        return "trained"
 
     def _handle(self, ref: ray.ObjectRef) -> None:
         job = self.in_flight.pop(ref)
@@ -268,7 +274,7 @@ class Driver:
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE
-        values = [result.final_val_loss, result.tokens_per_s][: len(self.study.directions)]
+        values = objective_values(result, self.config.search.objectives)
         try:
             self._record(job, result)
             if job.pruning:
@@ -332,7 +338,8 @@ class Driver:
             state = cache.copy_result(self.study, job.trial, original)
             self._track(job.trial)
             if self.progress:
-                self.progress.finished(job.trial.number, state.name, original.values[0] if original.values else None)
+                value = original.values[0] if original.values else None
+                self.progress.finished(job.trial.number, state.name, value, served=True)
 
     def _wait_and_handle(self) -> None:
         ready, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=1.0)
@@ -340,24 +347,43 @@ class Driver:
             self._handle(ref)
         self._heartbeat()
 
+    def _check_exhausted(self, b: Budget) -> bool:
+        """Sets `exhausted` (and says so once) when the sampler can give no new schedule."""
+        said = self.exhausted
+        self.exhausted = exhausted(b, self.family, self.config.n_trials)
+        if self.exhausted and not said and self.progress:
+            self.progress.note(self.exhausted)
+        return self.exhausted is not None
+
     def run(self, target: int, n_workers: int) -> None:
-        """Run trials until the study has `target` COMPLETE or PRUNED trials, counting every driver's (a grid
-        study's caller caps `target` at what its walk can reach: search.study.samplers.reachable_target)."""
+        """Run trials until the study has `target` trained trials (served duplicates do not count), counting every
+        driver's, or until the space is exhausted (search.storage.budget). A grid study's caller caps `target` at
+        what its walk can reach (search.study.samplers.reachable_target)."""
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:
                 if not self.idle and self.in_flight:  # nothing to dispatch: skip the count (a full read of the study)
                     self._wait_and_handle()
                     continue
-                finished, running = self._counts()
-                while self.idle and finished + running < target and not self._too_many_failures():
+                b = self._budget()
+                running, streak = b.running, b.streak
+                while (
+                    self.idle
+                    and b.trained + running < target
+                    and not self._too_many_failures()
+                    and not self._check_exhausted(replace(b, streak=streak))
+                ):
                     worker = self.idle.pop()
-                    if not self._dispatch(worker, target):
+                    outcome = self._dispatch(worker, target)
+                    if outcome == "surplus":
                         self.idle.append(worker)
-                        break  # surplus: another driver filled the target first
-                    running += 1
+                        break  # another driver filled the target first
+                    if outcome == "trained":
+                        running, streak = running + 1, 0
+                    else:  # served: the worker is idle again, the sampler is asked again
+                        streak += 1
                 if not self.in_flight:
-                    if running == 0 or finished >= target or self._too_many_failures():
+                    if running == 0 or b.trained >= target or self._too_many_failures() or self.exhausted:
                         break
                     time.sleep(1.0)  # another driver's trials are running: wait for them (or for them to go stale)
                     self._heartbeat()

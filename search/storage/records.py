@@ -8,6 +8,7 @@ a corpus that changed.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import optuna
@@ -41,6 +42,12 @@ def schedule_attrs(schedule: Schedule, role: str, seed: int) -> dict:
     return {"schedule": str(schedule), "role": role, "seed": seed} | {
         heads_attr(layer): heads for layer, heads in enumerate(schedule.heads)
     }
+
+
+def objective_values(result: TrainResult, objectives: Sequence[str]) -> list[float]:
+    """A result's values for the study's objectives (search.config.OBJECTIVES); the raw tokens/s is also an attr."""
+    by_name = {"val_loss": result.final_val_loss, "throughput": result.extra["throughput_ratio"], "tokens_per_s": result.tokens_per_s}
+    return [by_name[name] for name in objectives]
 
 
 def result_attrs(result: TrainResult) -> dict:

@@ -15,8 +15,9 @@ from functools import lru_cache
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.config import StudyConfig
+from search.config import StudyConfig, family_for
 from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
+from search.storage.budget import budget, exhausted
 from search.storage.constraints import is_feasible
 from search.storage.records import DUPLICATE_ATTR, FINISHED, stored_config
 
@@ -63,6 +64,8 @@ class Summary:
     pareto: list[dict] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
     infeasible: int = 0  # finished trials below search.min_throughput_ratio
     duplicates: int = 0  # trials served by the duplicate cache
+    trained: int = 0  # finished trials that trained: what n_trials counts (search.storage.budget)
+    exhausted: str | None = None  # why the study stopped short of n_trials, when the space ran out
     confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
 
@@ -206,6 +209,7 @@ def fidelity(curves: tuple, finals: tuple[float, ...], reduction_factor: int) ->
 def summarize(study: optuna.Study) -> Summary:
     config = stored_config(study)
     trials = study.get_trials(deepcopy=False)
+    done = budget(trials, config.seed)
     counts = {s.name: 0 for s in TrialState}
     for t in trials:
         counts[t.state.name] += 1
@@ -246,7 +250,9 @@ def summarize(study: optuna.Study) -> Summary:
         references=sorted(references, key=lambda r: r["val_loss"]),
         pareto=sorted(pareto, key=lambda p: p["val_loss"]),
         infeasible=sum(not is_feasible(t) for t in trials if t.state in FINISHED),
-        duplicates=sum(DUPLICATE_ATTR in t.user_attrs for t in trials if t.state in FINISHED),
+        duplicates=done.served,
+        trained=done.trained,
+        exhausted=exhausted(done, family_for(config), config.n_trials) if done.trained < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
         fidelity=fidelity(*full_curves(trials), config.search.reduction_factor),
     )

@@ -73,7 +73,7 @@ def run_confirmation(study: optuna.Study, fingerprint: str, top: int, seeds: int
     requeue_stale_trials(study)  # runs of a stopped `confirm` (or run) whose driver died are queued again
     queued = plan(study, top, seeds)
     driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
-    target = driver.n_finished() + queued
+    target = driver.n_trained() + queued
     if progress is not None:
         progress.target = target  # what is really left, now that runs held from an earlier `confirm` are known
     driver.run(target, n_workers)

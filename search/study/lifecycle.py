@@ -29,7 +29,8 @@ from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
 from search.storage import creation_lock, open_storage
-from search.storage.records import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_PRIOR, FINISHED, enqueue, stored_config
+from search.storage.budget import budget, exhausted
+from search.storage.records import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_PRIOR, enqueue, stored_config
 from search.storage.summary import is_paired_baseline
 from search.study.confirm import run_confirmation, top_schedules
 from search.study.create import load_study, open_study
@@ -65,14 +66,20 @@ def execute(
     requeued = requeue_stale_trials(study)
     if requeued:
         console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
-    done_before = len(study.get_trials(deepcopy=False, states=FINISHED))
-    if done_before >= config.n_trials:
-        console.print(f"study {config.name} already has {done_before}/{config.n_trials} finished trials; nothing to run")
+    done = budget(study.get_trials(deepcopy=False), config.seed)
+    full = exhausted(done, family_for(config), config.n_trials)
+    if done.trained >= config.n_trials or full:
+        why = f" ({full})" if full and done.trained < config.n_trials else ""
+        console.print(
+            f"study {config.name} already has {done.trained}/{config.n_trials} trained trials{why}; nothing to run",
+            soft_wrap=True,
+            highlight=False,
+        )
         return study, None
     workers = config.resources.workers
     if dashboard := connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial):
         console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
-    progress = Progress(config.name, config.n_trials, done_before, console=console)
+    progress = Progress(config.name, config.n_trials, done.trained, console=console)
     started = time.monotonic()
     try:
         with sigterm_as_ctrl_c():
@@ -96,7 +103,7 @@ def confirm(study: optuna.Study, top: int, seeds: int, workers: int | None, addr
         raise PrismSearchError(f"study {study.study_name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
     n_workers = workers or config.resources.workers
     connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
-    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    done = budget(study.get_trials(deepcopy=False), config.seed).trained
     progress = Progress(study.study_name, done + planned, done, console=console)
     try:
         with sigterm_as_ctrl_c():

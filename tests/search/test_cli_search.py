@@ -96,7 +96,7 @@ def _sha(path):
             "cannot enumerate the 19,683 schedules of the 'free' space",
         ),
         (
-            [('pruner = "successive-halving"', 'pruner = "median"\nobjectives = ["val_loss", "tokens_per_s"]')],
+            [('pruner = "successive-halving"', 'pruner = "median"\nobjectives = ["val_loss", "throughput"]')],
             "pruner='median' cannot stop multi-objective trials",
         ),
     ],

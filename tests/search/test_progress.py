@@ -36,3 +36,14 @@ def test_live_table_shows_running_trials_totals_and_eta():
     assert "1x4" in screen and "2.2500" in screen and "5,120" in screen
     assert "2x4" not in screen.split("done")[0]  # finished trials leave the running table
     assert "done 1/4" in screen and "best 2x4 (2.1000)" in screen and "ETA" in screen and "ETA ?" not in screen
+
+
+def test_a_served_duplicate_is_shown_but_not_counted_as_done():
+    progress, buffer = _progress(live=False)
+    progress.started_trial(5, "1x2,4x2 (= trial 3)", "search")
+    progress.finished(5, "COMPLETE", 2.4, served=True)
+    assert "trial 5 COMPLETE val loss 2.4000 — served from cache, not counted" in buffer.getvalue()
+    rendered = Console(width=120, record=True)
+    rendered.print(progress._render())
+    screen = rendered.export_text()
+    assert "done 0/4" in screen and "served from cache 1" in screen and "ETA ?" in screen

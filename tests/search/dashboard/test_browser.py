@@ -180,11 +180,14 @@ def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab
     """The issue's 'done when': open the dashboard on a study, start real training, watch the page fill in."""
     from search.runner.corpus import corpus_fingerprint
     from search.runner.driver import Driver
+    from search.stats import MIN_CURVES
     from search.storage import open_storage
     from search.study.create import open_study
     from search.study.pruning import make_stopping
 
-    config = tiny_config.model_copy(update={"n_trials": 3})
+    # fidelity needs MIN_CURVES complete learning curves: as many trials, none pruned
+    search = tiny_config.search.model_copy(update={"pruner": "none"})
+    config = tiny_config.model_copy(update={"n_trials": MIN_CURVES, "search": search})
     fingerprint = corpus_fingerprint(config)
     study = open_study(config, open_storage(config.storage), fingerprint)
     server, base = serve(config.storage)

@@ -26,7 +26,7 @@ def test_resume_n_trials_stores_the_new_target_for_status_and_the_dashboard(tiny
 
     resume = runner.invoke(app, ["resume", "tiny", *url, "--n-trials", "2"])
     assert resume.exit_code == 0, resume.output
-    assert "already has 2/2 finished trials; nothing to run" in resume.output
+    assert "already has 2/2 trained trials; nothing to run" in resume.output
     status = runner.invoke(app, ["status", "tiny", *url, "--json"])
     assert json.loads(status.output)[0]["n_trials"] == 2
     stored = json.loads(optuna.load_study(study_name="tiny", storage=config.storage).user_attrs["prism.config"])

@@ -11,7 +11,7 @@ from search.study.pruning import RungStopping, make_stopping, promotable, rungs
 
 def _config(tiny_config: StudyConfig, **search) -> StudyConfig:
     data = tiny_config.model_dump()
-    data["search"] |= {"objectives": ["val_loss", "tokens_per_s"], "pruner": "successive-halving", **search}
+    data["search"] |= {"objectives": ["val_loss", "throughput"], "pruner": "successive-halving", **search}
     return StudyConfig.model_validate(data)
 
 

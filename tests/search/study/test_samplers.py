@@ -12,7 +12,7 @@ def _config(tiny_config, sampler, family="ramp"):
     data["search"] |= {"sampler": sampler, "n_startup_trials": 2, "population_size": 2}
     data["space"] |= {"family": family}
     if sampler == "nsga2":
-        data["search"] |= {"objectives": ["val_loss", "tokens_per_s"]}
+        data["search"] |= {"objectives": ["val_loss", "throughput"]}
     return StudyConfig.model_validate(data)
 
 
