@@ -89,6 +89,17 @@ FORBIDDEN = {
         "torch",
     ),
     "search.study": ("search.cli", "search.dashboard"),
+    # the CLI parses, calls the study (search.study.commands for single models and priors) and renders
+    "search.cli": (
+        "search.runner",
+        "search.priors",
+        "search.families",
+        "search.references",
+        "search.tracking",
+        "search.progress",
+        "ray",
+        "torch",
+    ),
 }
 
 

@@ -26,7 +26,7 @@ from search.config import ConfigError, PrismSearchError, StudyConfig
 from search.storage import mask_url
 from search.storage._optuna import set_trial_id, trial_id
 from search.storage.records import ATTR_AUDIT, stored_config
-from search.storage.summary import Summary, summarize
+from search.storage.summary import Summary, is_paired_baseline, summarize
 
 
 @dataclass(frozen=True)
@@ -92,10 +92,11 @@ class StudyView:
 
     @property
     def baseline(self) -> TrialRow | None:
-        """The paired uniform baseline: role baseline at the study seed."""
-        seed = self.config.seed if self.config else None
-        candidates = [r for r in self.rows if r.role == "baseline" and r.state == "COMPLETE"]
-        return next((r for r in candidates if r.seed == seed), candidates[0] if candidates else None)
+        """The paired uniform baseline (search.storage.summary decides which run that is, for `status` too)."""
+        config = self.config
+        if config is None:  # a plain Optuna study: no uniform baseline
+            return None
+        return next((r for r in self.rows if r.state == "COMPLETE" and is_paired_baseline(r.attrs, config)), None)
 
     def baseline_for(self, row: TrialRow) -> TrialRow | None:
         """The uniform run at this trial's seed (any role, e.g. a confirmation run), else the study's baseline."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -124,9 +125,10 @@ def pareto_trials(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     return sorted(unique.values(), key=lambda t: t.number)
 
 
-def is_paired_baseline(trial: FrozenTrial, config: StudyConfig) -> bool:
-    """The uniform baseline at the study seed: the run every search trial's gap is paired with."""
-    return trial.user_attrs.get("role") == "baseline" and trial.user_attrs.get("seed") == config.seed
+def is_paired_baseline(user_attrs: Mapping, config: StudyConfig) -> bool:
+    """The uniform baseline at the study seed: the run every search trial's gap is paired with. Takes a trial's
+    user attrs, so the dashboard's decoded rows ask the same question as Optuna's trials."""
+    return user_attrs.get("role") == "baseline" and user_attrs.get("seed") == config.seed
 
 
 def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:

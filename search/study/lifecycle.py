@@ -188,7 +188,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
 
 def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if is_paired_baseline(t, config):
+        if is_paired_baseline(t.user_attrs, config):
             return t
     raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
 
