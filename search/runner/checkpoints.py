@@ -16,8 +16,8 @@ from pathlib import Path
 
 import optuna
 
+from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig
-from search.storage.records import ATTR_CHECKPOINT
 from search.storage.summary import is_paired_baseline, summarize
 
 

@@ -6,10 +6,10 @@ import optuna
 import pytest
 
 from prism import Schedule
+from search.attrs import ATTR_AUDIT, ATTR_PRIOR
 from search.config import family_for
 from search.families import RampFamily, UniformFamily
 from search.priors import PriorError, Zone, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior
-from search.storage.records import ATTR_AUDIT, ATTR_PRIOR
 from search.study.create import open_study
 from search.study.lifecycle import narrow_sampler, seed_study
 from search.study.samplers import PriorSampler
