@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.table import Table
 
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
-from search.runner.cluster import check_cluster
 from search.storage import mask_url, open_storage
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
@@ -133,7 +132,7 @@ def run(
     preflight(keeping_checkpoints(config) if prior == "auto" else config, address=address)  # auto: the baselines keep theirs
     seed_prior: dict | str | None = prior
     if prior is not None and prior != "auto":
-        from search.priors import read_prior
+        from search.study.commands import read_prior
 
         seed_prior = read_prior(prior, config)  # checked before anything is stored
     _execute(config, address, resume=False, prior=seed_prior)
@@ -151,6 +150,7 @@ def resume(
     """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
     from search.preflight import check_storage_url, preflight
     from search.storage.records import stored_config
+    from search.study.commands import check_cluster
     from search.study.create import load_study
 
     url = storage or DEFAULT_STORAGE
@@ -286,7 +286,7 @@ def train(
 ) -> None:
     """Train one model with one schedule and print its result record."""
     from prism.analysis import format_profile
-    from search.runner.single import resolve, train_single
+    from search.study.commands import resolve, train_single
 
     overrides = {
         "data.corpus": corpus,
@@ -323,7 +323,7 @@ def train(
 def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's)")) -> None:
     """Per-layer metrics table of a saved model on its corpus's validation text."""
     from prism.analysis import format_profile
-    from search.runner.single import analyze_checkpoint
+    from search.study.commands import analyze_checkpoint
 
     meta, rows = analyze_checkpoint(path)
     console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)
@@ -372,7 +372,7 @@ def audit(
     """Per-layer geometry of a model on fixed probe texts, and its transition zones."""
     from pathlib import Path
 
-    from search.priors import audit_model, load_source, write_report
+    from search.study.commands import audit_model, load_source, write_report
 
     model, kind = load_source(source, storage or DEFAULT_STORAGE)
     profile = audit_model(model, source=source) | {"kind": kind}
@@ -397,8 +397,7 @@ def prior(
     """Map a geometry profile to a ranked list of schedules in the study's family."""
     from pathlib import Path
 
-    from search.priors import make_prior, read_profile
-    from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT
+    from search.study.commands import LATE_DEFAULT, ONSET_DEFAULT, make_prior, read_profile
 
     config = load_config(study_file)
     result = make_prior(read_profile(profile_file), config, top)

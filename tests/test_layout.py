@@ -66,6 +66,7 @@ _SERVICE = ("search.cli", "search.dashboard", "search.priors", "search.runner", 
 FORBIDDEN = {
     "prism": ("search", "optuna", "ray"),  # the library knows nothing of the service
     "search.errors": ("search", "prism"),
+    "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
     "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
     "search.references": _SERVICE + ("search.config",),
     "search.config": _SERVICE,
@@ -89,6 +90,17 @@ FORBIDDEN = {
         "torch",
     ),
     "search.study": ("search.cli", "search.dashboard"),
+    # the CLI parses, calls the study (search.study.commands for single models and priors) and renders
+    "search.cli": (
+        "search.runner",
+        "search.priors",
+        "search.families",
+        "search.references",
+        "search.tracking",
+        "search.progress",
+        "ray",
+        "torch",
+    ),
 }
 
 
@@ -125,3 +137,78 @@ def test_import_arrows_point_one_way():
             banned = [b for b in FORBIDDEN[owner] if _inside(imported, b) and _exists(b) and not _inside(imported, owner)]
             broken += [f"{module} imports {imported}: {owner} must not import {b}" for b in banned]
     assert not broken, "\n".join(sorted(set(broken)))
+
+
+_ATTR_RECEIVERS = ("user_attrs", "attrs")  # a trial's or study's user attrs, or the local name they are read into
+
+
+def _receiver(node: ast.expr) -> str | None:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
+def _spelled_names(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    """String literals that spell a stored name where an attr is read, tested, written or queued, or a role compared."""
+    hits = []
+
+    def check(node: ast.AST | None) -> None:
+        if isinstance(node, ast.Constant) and node.value in names:
+            hits.append((node.lineno, node.value))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "get" and _receiver(node.func.value) in _ATTR_RECEIVERS:
+                for arg in node.args:
+                    check(arg)
+            if node.func.attr in ("set_user_attr", "set_trial_user_attr") or any(_receiver(a) == "set_user_attr" for a in node.args):
+                for arg in node.args:
+                    check(arg)
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "role":
+                    check(kw.value)
+                if kw.arg == "user_attrs" and isinstance(kw.value, ast.Dict):
+                    for key in kw.value.keys:
+                        check(key)
+        if isinstance(node, ast.Subscript) and _receiver(node.value) in _ATTR_RECEIVERS:
+            check(node.slice)
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_receiver(s) in (*_ATTR_RECEIVERS, "role") for s in sides):
+                for side in sides:
+                    check(side)
+    return hits
+
+
+def test_stored_names_are_spelled_once():
+    """A key or role spelled twice can drift apart unnoticed (a reader asking for `"seeds"` finds nothing): every
+    module reads the names from search/attrs.py."""
+    import search.attrs
+
+    names = {v for k, v in vars(search.attrs).items() if k.isupper() and isinstance(v, str)}
+    assert {"schedule", "role", "seed", "reference", "baseline", "search", "confirm"} <= names
+    spelled = []
+    for path in sorted(ROOT.glob("search/**/*.py")):
+        if path.name != "attrs.py":
+            spelled += [
+                f"{path.relative_to(ROOT)}:{line} spells {name!r}" for line, name in _spelled_names(ast.parse(path.read_text()), names)
+            ]
+    assert not spelled, "\n".join(spelled)
+
+
+def test_the_scan_finds_spelled_names():
+    """The scan above must be able to fail: each way of spelling a name is caught."""
+    code = (
+        "t.user_attrs.get('seed')\nattrs['schedule']\n'role' in t.user_attrs\nenqueue(s, role='baseline')\n"
+        "trial.set_user_attr('error', 1)\nself._db(trial.set_user_attr, 'worker', 1)\nr.role != 'confirm'\n"
+        "s.enqueue_trial({}, user_attrs={'reference': 1})\nx.get('seed')\n"
+    )
+    assert sorted(_spelled_names(ast.parse(code), {"seed", "schedule", "role", "baseline", "error", "worker", "confirm", "reference"})) == [
+        (1, "seed"),
+        (2, "schedule"),
+        (3, "role"),
+        (4, "baseline"),
+        (5, "error"),
+        (6, "worker"),
+        (7, "confirm"),
+        (8, "reference"),
+    ]

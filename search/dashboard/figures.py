@@ -11,6 +11,7 @@ import json
 import math
 from datetime import datetime
 
+from search.attrs import ROLE_BASELINE, ROLE_REFERENCE, ROLE_SEARCH
 from search.dashboard.views import (
     MIN_TRIALS_FOR_IMPORTANCE,
     StudyView,
@@ -23,9 +24,9 @@ from search.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
 from search.storage.summary import pareto_front
 
 ROLE_STYLE = {  # marker symbol, colour, size
-    "baseline": ("star", "#111111", 14),
-    "reference": ("diamond", "#e07b00", 11),
-    "search": ("circle", "#3b6fb6", 7),
+    ROLE_BASELINE: ("star", "#111111", 14),
+    ROLE_REFERENCE: ("diamond", "#e07b00", 11),
+    ROLE_SEARCH: ("circle", "#3b6fb6", 7),
 }
 STATE_COLOUR = {"COMPLETE": "#3b6fb6", "PRUNED": "#c44e52", "FAIL": "#7f7f7f", "RUNNING": "#55a868", "WAITING": "#cccccc"}
 
@@ -74,7 +75,11 @@ def _label(r: TrialRow) -> str:
 def _by_role(rows: list[TrialRow], x, y) -> list[dict]:
     traces = []
     for role, (symbol, colour, size) in ROLE_STYLE.items():
-        mine = [r for r in rows if r.role == role] if role != "search" else [r for r in rows if r.role not in ("baseline", "reference")]
+        mine = (
+            [r for r in rows if r.role == role]
+            if role != ROLE_SEARCH
+            else [r for r in rows if r.role not in (ROLE_BASELINE, ROLE_REFERENCE)]
+        )
         if mine:
             traces.append(
                 dict(

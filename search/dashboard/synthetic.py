@@ -16,8 +16,21 @@ from typing import Literal
 import optuna
 from optuna.trial import TrialState
 
+from search.attrs import (
+    ATTR_AUDIT,
+    ATTR_CONFIG,
+    ATTR_FINGERPRINT,
+    CURVE,
+    ERROR,
+    PRUNED_AT_TOKENS,
+    ROLE,
+    ROLE_BASELINE,
+    ROLE_SEARCH,
+    SEED,
+    WORKER,
+)
 from search.config import StudyConfig, family_for
-from search.storage.records import ATTR_AUDIT, ATTR_CONFIG, ATTR_FINGERPRINT, schedule_attrs
+from search.storage.records import schedule_attrs
 
 LOSS_FLOOR = 1.85
 EARLY_HEAD_PENALTY = (0.06, 0.03, 0.01)  # added to val loss when layer 0, 1, 2 has the fewest allowed heads
@@ -71,7 +84,7 @@ def synthetic_study(
     scratch = optuna.create_study(directions=directions, sampler=optuna.samplers.RandomSampler(seed=seed))
     baseline = config.baseline
     for k in range(config.search.baseline_seeds):
-        scratch.enqueue_trial(family.params_for(baseline), user_attrs={"role": "baseline", "seed": config.seed + k})
+        scratch.enqueue_trial(family.params_for(baseline), user_attrs={ROLE: ROLE_BASELINE, SEED: config.seed + k})
     evals = max(1, config.train.steps // config.train.eval_every)
     tokens_per_eval = config.train.eval_every * config.train.batch_size * config.model.block_size
     clock = [datetime(2026, 1, 1, tzinfo=UTC)] * workers
@@ -79,24 +92,24 @@ def synthetic_study(
     for i in range(n_trials + running + failed):
         trial = scratch.ask()
         schedule = family.suggest(trial)
-        role, trial_seed = trial.user_attrs.get("role", "search"), trial.user_attrs.get("seed", config.seed)
+        role, trial_seed = trial.user_attrs.get(ROLE, ROLE_SEARCH), trial.user_attrs.get(SEED, config.seed)
         for key, value in schedule_attrs(schedule, role, trial_seed).items():  # what the driver stores
             trial.set_user_attr(key, value)
         w = i % workers
-        trial.set_user_attr("worker", {"host": "synthetic", "pid": 1000 + w, "device": "cpu"})
+        trial.set_user_attr(WORKER, {"host": "synthetic", "pid": 1000 + w, "device": "cpu"})
         final = _loss(schedule.heads, fewest, trial_seed, rng)
         tps = 15000 * (1 - 0.03 * sum(math.log2(h) for h in schedule.heads) / len(schedule.heads)) + rng.gauss(0, 100)
         curve = [[(e + 1) * tokens_per_eval, final + 0.7 * math.exp(-2.5 * (e + 1) / evals)] for e in range(evals)]
         state = TrialState.COMPLETE
         if i >= n_trials + running:
             state = TrialState.FAIL
-            trial.set_user_attr("error", "TrainingDiverged: loss is nan at step 12")
+            trial.set_user_attr(ERROR, "TrainingDiverged: loss is nan at step 12")
             curve = []
         elif i >= n_trials:
             state, curve = TrialState.RUNNING, curve[: max(1, evals // 2)]
-        elif role == "search" and evals > 1 and curve[0][1] > LOSS_FLOOR + 0.7 * math.exp(-2.5 / evals) + 0.02 and rng.random() < 0.6:
+        elif role == ROLE_SEARCH and evals > 1 and curve[0][1] > LOSS_FLOOR + 0.7 * math.exp(-2.5 / evals) + 0.02 and rng.random() < 0.6:
             state, curve = TrialState.PRUNED, curve[:1]  # the pruner stops weak trials at the first rung
-            trial.set_user_attr("pruned_at_tokens", curve[-1][0])
+            trial.set_user_attr(PRUNED_AT_TOKENS, curve[-1][0])
         if state in (TrialState.COMPLETE, TrialState.PRUNED):
             steps = len(curve) * config.train.eval_every
             for key, value in [
@@ -104,10 +117,10 @@ def synthetic_study(
                 ("steps", steps),
                 ("tokens", steps * config.train.batch_size * config.model.block_size),
                 ("wall_time_s", steps * 0.05),
-                ("curve", curve),
+                (CURVE, curve),
             ]:
                 trial.set_user_attr(key, value)
-            if audit and (role != "search" or i % 5 == 0):
+            if audit and (role != ROLE_SEARCH or i % 5 == 0):
                 trial.set_user_attr(ATTR_AUDIT, _audit(schedule.heads, rng))
         if not multi_objective:
             for tokens, loss in curve:

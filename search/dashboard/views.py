@@ -24,11 +24,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError
+from search.attrs import ATTR_AUDIT, CURVE, ERROR, HEADS_PREFIX, PRUNED_AT_TOKENS, ROLE, ROLE_CONFIRM, ROLE_SEARCH, SCHEDULE, SEED, WORKER
 from search.config import ConfigError, PrismSearchError, StudyConfig
 from search.storage import mask_url
 from search.storage._optuna import set_trial_id, trial_id
-from search.storage.records import ATTR_AUDIT, stored_config
-from search.storage.summary import Summary, summarize
+from search.storage.records import stored_config
+from search.storage.summary import Summary, is_paired_baseline, summarize
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,11 @@ class StudyView:
 
     @property
     def baseline(self) -> TrialRow | None:
-        """The paired uniform baseline: role baseline at the study seed."""
-        seed = self.config.seed if self.config else None
-        candidates = [r for r in self.rows if r.role == "baseline" and r.state == "COMPLETE"]
-        return next((r for r in candidates if r.seed == seed), candidates[0] if candidates else None)
+        """The paired uniform baseline (search.storage.summary decides which run that is, for `status` too)."""
+        config = self.config
+        if config is None:  # a plain Optuna study: no uniform baseline
+            return None
+        return next((r for r in self.rows if r.state == "COMPLETE" and is_paired_baseline(r.attrs, config)), None)
 
     def baseline_for(self, row: TrialRow) -> TrialRow | None:
         """The uniform run at this trial's seed (any role, e.g. a confirmation run), else the study's baseline."""
@@ -115,7 +117,7 @@ class StudyView:
     @property
     def searched(self) -> list[TrialRow]:
         """COMPLETE trials that compete for "best": confirmation runs re-measure chosen schedules, they never rank."""
-        return [r for r in self.rows if r.state == "COMPLETE" and r.val_loss is not None and r.role != "confirm"]
+        return [r for r in self.rows if r.state == "COMPLETE" and r.val_loss is not None and r.role != ROLE_CONFIRM]
 
 
 def same_budget_gap(row: TrialRow, baseline: TrialRow | None) -> tuple[float, float | None] | None:
@@ -145,11 +147,11 @@ def _index(names: list[str], name: str, default: int | None) -> int | None:
 
 
 def _heads(attrs: dict) -> tuple[int, ...] | None:
-    layer_keys = sorted(k for k in attrs if k.startswith("heads_") and k[6:].isdigit())
+    layer_keys = sorted(k for k in attrs if k.startswith(HEADS_PREFIX) and k[len(HEADS_PREFIX) :].isdigit())
     if layer_keys:
         return tuple(int(attrs[k]) for k in layer_keys)
     try:
-        return Schedule.parse(attrs["schedule"]).heads if "schedule" in attrs else None
+        return Schedule.parse(attrs[SCHEDULE]).heads if SCHEDULE in attrs else None
     except ScheduleError:
         return None
 
@@ -177,8 +179,8 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
     tps_i = _index(metric_names, "tokens_per_s", None)
     ratio_i = _index(metric_names, "throughput", None)
     curve = tuple(sorted((float(k), float(v)) for k, v in t.intermediate_values.items()))
-    if not curve and attrs.get("curve"):
-        curve = tuple((float(a), float(b)) for a, b in attrs["curve"])
+    if not curve and attrs.get(CURVE):
+        curve = tuple((float(a), float(b)) for a, b in attrs[CURVE])
     if t.values is not None and t.state == TrialState.COMPLETE:
         val_loss = _finite(t.values[loss_i])
         tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get("tokens_per_s"))
@@ -186,22 +188,22 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
     else:
         val_loss = curve[-1][1] if curve else None
         tps, ratio = _finite(attrs.get("tokens_per_s")), _finite(attrs.get("throughput_ratio"))
-    worker = attrs.get("worker")
+    worker = attrs.get(WORKER)
     return TrialRow(
         number=t.number,
         state=t.state.name,
         val_loss=val_loss,
         tokens_per_s=tps,
-        schedule=attrs.get("schedule"),
+        schedule=attrs.get(SCHEDULE),
         heads=_heads(attrs),
-        role=attrs.get("role", "search"),
-        seed=attrs.get("seed"),
+        role=attrs.get(ROLE, ROLE_SEARCH),
+        seed=attrs.get(SEED),
         curve=curve,
-        pruned_at=attrs.get("pruned_at_tokens"),
+        pruned_at=attrs.get(PRUNED_AT_TOKENS),
         worker=f"{worker.get('host', '?')}:{worker.get('pid', '?')} ({worker.get('device', '?')})" if isinstance(worker, dict) else None,
         start=t.datetime_start,
         complete=t.datetime_complete,
-        error=attrs.get("error"),
+        error=attrs.get(ERROR),
         audit=_audit(attrs, study_audit),
         params=dict(t.params),
         attrs=attrs,

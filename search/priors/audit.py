@@ -56,8 +56,9 @@ def _load_folder(path: Path) -> tuple[PrismLM, str]:
 
 
 def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
+    from search.attrs import ATTR_CHECKPOINT
     from search.storage import open_storage
-    from search.storage.records import ATTR_CHECKPOINT, find_study, stored_config
+    from search.storage.records import find_study, stored_config
 
     study = find_study(study_name, open_storage(storage_url, create=False))
     stored_config(study)  # a study prism-search made, or one line saying it is not

@@ -18,12 +18,12 @@ import optuna
 import ray
 from optuna.trial import FrozenTrial, TrialState
 
+from search.attrs import DUPLICATE_ATTR, ERROR, REFERENCE, RETRY_OF, ROLE, SCHEDULE, SEED, WORKER
 from search.storage._optuna import storage_of, trial_id
-from search.storage.records import DUPLICATE_ATTR
 
 WAIT_POLL_S = 1.0
 # attrs that describe the copy itself, not the training run it shares
-_OWN_ATTRS = {"role", "seed", "schedule", "worker", "retry_of", "error", "reference"}
+_OWN_ATTRS = {ROLE, SEED, SCHEDULE, WORKER, RETRY_OF, ERROR, REFERENCE}
 _USABLE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
 
 
@@ -61,8 +61,8 @@ def find_original(study: optuna.Study, schedule: str, seed: int, number: int) ->
         for t in study.get_trials(deepcopy=False, states=_USABLE)
         if t.number != number
         and DUPLICATE_ATTR not in t.user_attrs
-        and t.user_attrs.get("schedule") == schedule
-        and t.user_attrs.get("seed") == seed
+        and t.user_attrs.get(SCHEDULE) == schedule
+        and t.user_attrs.get(SEED) == seed
     ]
     finished = [t for t in matches if t.state != TrialState.RUNNING]
     return next(iter(finished or matches), None)

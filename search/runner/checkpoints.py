@@ -16,8 +16,8 @@ from pathlib import Path
 
 import optuna
 
+from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig
-from search.storage.records import ATTR_CHECKPOINT
 from search.storage.summary import is_paired_baseline, summarize
 
 
@@ -36,7 +36,7 @@ def keep_checkpoints(study: optuna.Study, config: StudyConfig) -> None:
     summary = summarize(study)
     keep_numbers = {summary.best_number} | {p["number"] for p in summary.pareto}
     trials = study.get_trials(deepcopy=False)
-    keep = {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials if t.number in keep_numbers or is_paired_baseline(t, config)}
+    keep = {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials if t.number in keep_numbers or is_paired_baseline(t.user_attrs, config)}
     for path in {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials} - keep:
         if path and Path(path).is_dir():
             shutil.rmtree(path)

@@ -22,6 +22,7 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
+from search.attrs import ATTEMPT, DUPLICATE_ATTR, ERROR, PRUNED_AT_TOKENS, ROLE, ROLE_SEARCH, SCHEDULE, SEED, WORKER
 from search.config import StudyConfig, family_for
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
@@ -32,7 +33,7 @@ from search.runner.worker import TrialSession, TrialSpec
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
 from search.storage.budget import Budget, budget, exhausted
 from search.storage.constraints import apply_constraint
-from search.storage.records import DUPLICATE_ATTR, enqueue, objective_values, result_attrs, schedule_attrs, stored_config
+from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs, stored_config
 from search.tracking import make_trackers
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
@@ -75,13 +76,13 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
     requeued = []
     for stale_id in stale_trial_ids(study):
         try:  # the reason first: a finished trial's attrs can no longer be written
-            storage.set_trial_user_attr(stale_id, "error", "driver lost (heartbeat went stale)")
+            storage.set_trial_user_attr(stale_id, ERROR, "driver lost (heartbeat went stale)")
             if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
         trial = storage.get_trial(stale_id)
-        _requeue(study, family, trial, attempt=trial.user_attrs.get("attempt", 0))
+        _requeue(study, family, trial, attempt=trial.user_attrs.get(ATTEMPT, 0))
         requeued.append(trial.number)
     return requeued
 
@@ -91,9 +92,9 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
     enqueue(
         study,
         family,
-        Schedule.parse(attrs["schedule"]),
-        role=attrs.get("role", "search"),
-        seed=attrs.get("seed", 0),
+        Schedule.parse(attrs[SCHEDULE]),
+        role=attrs.get(ROLE, ROLE_SEARCH),
+        seed=attrs.get(SEED, 0),
         retry_of=trial.number,
         attempt=attempt,
     )
@@ -103,8 +104,8 @@ def trial_schedule(trial: optuna.Trial, family) -> Schedule:  # family: a search
     """What an asked trial trains: its enqueued schedule, else what the sampler's parameters decode to. An enqueued
     member of the family is decoded from its fixed parameters too, so the sampler sees its parameters."""
     attrs = trial.user_attrs
-    if "schedule" in attrs and not family.contains(Schedule.parse(attrs["schedule"])):
-        return Schedule.parse(attrs["schedule"])  # an enqueued schedule outside the family
+    if SCHEDULE in attrs and not family.contains(Schedule.parse(attrs[SCHEDULE])):
+        return Schedule.parse(attrs[SCHEDULE])  # an enqueued schedule outside the family
     return family.suggest(trial)
 
 
@@ -216,12 +217,12 @@ class Driver:
         self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
         attrs = trial.user_attrs
         if self._is_surplus(trial, target):
-            self._db(trial.set_user_attr, "error", "surplus: the study reached its target through another driver")
+            self._db(trial.set_user_attr, ERROR, "surplus: the study reached its target through another driver")
             self._db(self.study.tell, trial, state=TrialState.FAIL)
-            if "schedule" in attrs:  # it came from the queue: give it back
-                _requeue(self.study, self.family, trial, attempt=attrs.get("attempt", 0))
+            if SCHEDULE in attrs:  # it came from the queue: give it back
+                _requeue(self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
             return "surplus"
-        role, seed = attrs.get("role", "search"), attrs.get("seed", self.config.seed)
+        role, seed = attrs.get(ROLE, ROLE_SEARCH), attrs.get(SEED, self.config.seed)
         schedule = self._db(trial_schedule, trial, self.family)
         for key, value in schedule_attrs(schedule, role, seed).items():
             self._db(trial.set_user_attr, key, value)
@@ -250,7 +251,7 @@ class Driver:
             self._await_original(job, out)
             return
         if isinstance(out, dict):  # started: where it runs
-            self._db(job.trial.set_user_attr, "worker", out)
+            self._db(job.trial.set_user_attr, WORKER, out)
             self.in_flight[job.worker.advance.remote()] = job
             return
         if isinstance(out, EvalPoint):
@@ -260,7 +261,7 @@ class Driver:
                 self.progress.evaluated(job.trial.number, out)
             # a trial that has spent its whole budget is complete, whatever the pruner thinks of its last rung
             final = out.step >= self.config.train.steps
-            job.pruning = job.role == "search" and not final and self._db(self.stopping.should_stop, job.trial, out)
+            job.pruning = job.role == ROLE_SEARCH and not final and self._db(self.stopping.should_stop, job.trial, out)
             next_ref = job.worker.stop.remote() if job.pruning else job.worker.advance.remote()
             self.in_flight[next_ref] = job
             return
@@ -278,7 +279,7 @@ class Driver:
         try:
             self._record(job, result)
             if job.pruning:
-                self._db(job.trial.set_user_attr, "pruned_at_tokens", result.tokens)
+                self._db(job.trial.set_user_attr, PRUNED_AT_TOKENS, result.tokens)
                 self._db(self.study.tell, job.trial, state=state)
             else:
                 self._db(self.study.tell, job.trial, values)
@@ -301,9 +302,9 @@ class Driver:
                 tracker(self.study, frozen)
 
     def _fail(self, trial: optuna.Trial, reason: str, retry: bool = False, requeue: bool = False) -> None:
-        self._db(trial.set_user_attr, "error", reason)
+        self._db(trial.set_user_attr, ERROR, reason)
         self._db(self.study.tell, trial, state=TrialState.FAIL)
-        attempt = trial.user_attrs.get("attempt", 0)
+        attempt = trial.user_attrs.get(ATTEMPT, 0)
         if requeue:  # not the trial's fault (Ctrl-C, a failed original): run it again, count no failure
             _requeue(self.study, self.family, trial, attempt=attempt)
         elif retry and attempt < self.config.resources.max_retries:
@@ -393,7 +394,7 @@ class Driver:
             still_running = {trial_id(t) for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
             for trial in self.asked:
                 if trial_id(trial) in still_running:
-                    self._fail(trial, "interrupted (Ctrl-C); queued again for resume", requeue="schedule" in trial.user_attrs)
+                    self._fail(trial, "interrupted (Ctrl-C); queued again for resume", requeue=SCHEDULE in trial.user_attrs)
             self.in_flight.clear()
             raise
         if self._too_many_failures():

@@ -13,6 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from search.attrs import CURVE, PRUNED_AT_TOKENS
 from search.storage._optuna import storage_of, trial_id
 
 
@@ -42,11 +43,11 @@ def deliver_undelivered(study: optuna.Study) -> list[int]:
         storage, attrs, tid = storage_of(study), record["attrs"], trial_id(trial)
         for key, value in attrs.items():
             storage.set_trial_user_attr(tid, key, value)
-        for tokens, loss in attrs["curve"]:
+        for tokens, loss in attrs[CURVE]:
             if tokens not in trial.intermediate_values:
                 storage.set_trial_intermediate_value(tid, tokens, loss)
         if record["state"] == "PRUNED":
-            storage.set_trial_user_attr(tid, "pruned_at_tokens", attrs["tokens"])
+            storage.set_trial_user_attr(tid, PRUNED_AT_TOKENS, attrs["tokens"])
             study.tell(trial.number, state=TrialState.PRUNED)
         else:
             study.tell(trial.number, record["values"])

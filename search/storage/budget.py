@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule
-from search.storage.records import DUPLICATE_ATTR
+from search.attrs import DUPLICATE_ATTR, SCHEDULE, SEED
 
 if TYPE_CHECKING:
     from search.families import ScheduleFamily
@@ -56,8 +56,8 @@ def budget(trials: Iterable[FrozenTrial], search_seed: int) -> Budget:
             running += 1
         else:
             trained += 1
-        if t.user_attrs.get("seed") == search_seed and "schedule" in t.user_attrs:
-            schedules.add(t.user_attrs["schedule"])
+        if t.user_attrs.get(SEED) == search_seed and SCHEDULE in t.user_attrs:
+            schedules.add(t.user_attrs[SCHEDULE])
     return Budget(trained, running, served, waiting, streak, frozenset(schedules))
 
 

@@ -1,5 +1,4 @@
-"""What a study and its trials store: the names of their Optuna attrs, shared by every writer (runner, study)
-and reader (study, export, dashboard) of a study, so none of them spells a key on its own.
+"""What a study and its trials store, written and read one way by every path (the names: search.attrs).
 
 A study stores its full validated config and its corpus fingerprint, so `resume NAME` needs no TOML and refuses
 a corpus that changed.
@@ -14,34 +13,19 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import TrialState
 
+from search.attrs import ATTR_CONFIG, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, heads_attr
 from search.config import ConfigError, PrismSearchError, StudyConfig, parse_config
 
 if TYPE_CHECKING:
     from prism import Schedule, TrainResult
     from search.families import ScheduleFamily
 
-ATTR_CONFIG = "prism.config"
-ATTR_FINGERPRINT = "prism.corpus_fingerprint"
-ATTR_CONFIRMATION = "prism.confirmation"  # + ".plan": the schedules and seed count `confirm` queued
-ATTR_PRIOR = "prism.prior"  # the prior a study was seeded with (search.study.lifecycle), JSON
-ATTR_AUDIT = "prism.audit"  # the geometry profile behind it, JSON; on a trial: that trial's own audit
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
-
-DUPLICATE_ATTR = "duplicate_of"  # the number of the trial whose result this one copied (see search.runner.cache)
-ATTR_CHECKPOINT = "checkpoint"  # the directory of the trial's saved model, when the study keeps checkpoints
-RESULT_KEYS = ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens")
-
-
-def heads_attr(layer: int) -> str:
-    """One attr per layer (`heads_00`, ...), so Optuna's and our dashboards can plot each layer's head count."""
-    return f"heads_{layer:02d}"
 
 
 def schedule_attrs(schedule: Schedule, role: str, seed: int) -> dict:
     """What a trial stores before it trains: its schedule, why it runs (search, baseline, ...) and its seed."""
-    return {"schedule": str(schedule), "role": role, "seed": seed} | {
-        heads_attr(layer): heads for layer, heads in enumerate(schedule.heads)
-    }
+    return {SCHEDULE: str(schedule), ROLE: role, SEED: seed} | {heads_attr(layer): heads for layer, heads in enumerate(schedule.heads)}
 
 
 def objective_values(result: TrainResult, objectives: Sequence[str]) -> list[float]:
@@ -53,13 +37,13 @@ def objective_values(result: TrainResult, objectives: Sequence[str]) -> list[flo
 def result_attrs(result: TrainResult) -> dict:
     """How a result is stored on its trial: the same for every path that stores one."""
     curve = [[p.tokens, p.val_loss] for p in result.curve]
-    return {k: getattr(result, k) for k in RESULT_KEYS} | {"curve": curve} | dict(result.extra)
+    return {k: getattr(result, k) for k in RESULT_KEYS} | {CURVE: curve} | dict(result.extra)
 
 
 def enqueue(study: optuna.Study, family: ScheduleFamily, schedule: Schedule, *, role: str, seed: int, **attrs) -> None:
     """Queue a schedule. A schedule outside the family still runs; its params are then left to the sampler."""
     params = family.params_for(schedule) if family.contains(schedule) else {}
-    study.enqueue_trial(params, user_attrs={"role": role, "seed": seed, "schedule": str(schedule), **attrs})
+    study.enqueue_trial(params, user_attrs={ROLE: role, SEED: seed, SCHEDULE: str(schedule), **attrs})
 
 
 def stored_config(study: optuna.Study) -> StudyConfig:

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from search.attrs import CURVE, DUPLICATE_ATTR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED
 from search.config import StudyConfig, family_for
 from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
 from search.storage.budget import budget, exhausted
 from search.storage.constraints import is_feasible
-from search.storage.records import DUPLICATE_ATTR, FINISHED, stored_config
+from search.storage.records import FINISHED, stored_config
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[Froze
     paired = [
         t
         for t in complete
-        if t.user_attrs.get("seed", config.seed) == config.seed and t.user_attrs.get("role") != "confirm" and is_feasible(t)
+        if t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
 
@@ -123,22 +125,23 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 def pareto_trials(trials: list[FrozenTrial]) -> list[FrozenTrial]:
     """The feasible competing trials on the front, one per schedule (a duplicate shares its original's values)."""
     front = [trials[i] for i in pareto_front([(val_loss(t), t.values[1]) for t in trials])]
-    unique = {t.user_attrs.get("schedule"): t for t in sorted(front, key=lambda t: -t.number)}
+    unique = {t.user_attrs.get(SCHEDULE): t for t in sorted(front, key=lambda t: -t.number)}
     return sorted(unique.values(), key=lambda t: t.number)
 
 
-def is_paired_baseline(trial: FrozenTrial, config: StudyConfig) -> bool:
-    """The uniform baseline at the study seed: the run every search trial's gap is paired with."""
-    return trial.user_attrs.get("role") == "baseline" and trial.user_attrs.get("seed") == config.seed
+def is_paired_baseline(user_attrs: Mapping, config: StudyConfig) -> bool:
+    """The uniform baseline at the study seed: the run every search trial's gap is paired with. Takes a trial's
+    user attrs, so the dashboard's decoded rows ask the same question as Optuna's trials."""
+    return user_attrs.get(ROLE) == ROLE_BASELINE and user_attrs.get(SEED) == config.seed
 
 
 def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
     """Val loss of each (schedule, seed) over COMPLETE trials of any role, counted once: a duplicate served by
     the cache shares its original's values, and the same schedule at the same seed is the same run."""
     return {
-        (t.user_attrs["schedule"], t.user_attrs["seed"]): val_loss(t)
+        (t.user_attrs[SCHEDULE], t.user_attrs[SEED]): val_loss(t)
         for t in trials
-        if t.state == TrialState.COMPLETE and t.values and "schedule" in t.user_attrs and "seed" in t.user_attrs
+        if t.state == TrialState.COMPLETE and t.values and SCHEDULE in t.user_attrs and SEED in t.user_attrs
     }
 
 
@@ -149,7 +152,7 @@ def paired_diffs(runs: dict[tuple[str, int], float], schedule: str, baseline: st
 
 def confirm_seeds_run(trials: list[FrozenTrial]) -> set[int]:
     """Seeds of finished confirmation runs: never a search seed, so a gap on them is free of the selection."""
-    return {t.user_attrs["seed"] for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("role") == "confirm"}
+    return {t.user_attrs[SEED] for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(ROLE) == ROLE_CONFIRM}
 
 
 def gap_report(runs: dict, schedule: str, baseline: str, confirm_seeds: set[int], selected_from: int | None = None) -> GapReport:
@@ -166,7 +169,7 @@ def confirmation_rows(trials: list[FrozenTrial], baseline: str) -> list[dict]:
     seeds (mean, sd) and its paired gap to uniform on those seeds only."""
     runs = paired_runs(trials)
     seeds = confirm_seeds_run(trials)
-    schedules = {t.user_attrs["schedule"] for t in trials if t.user_attrs.get("role") == "confirm" and "schedule" in t.user_attrs}
+    schedules = {t.user_attrs[SCHEDULE] for t in trials if t.user_attrs.get(ROLE) == ROLE_CONFIRM and SCHEDULE in t.user_attrs}
     rows = []
     for schedule in schedules:
         values = [runs[(schedule, s)] for s in sorted(seeds) if (schedule, s) in runs]
@@ -189,7 +192,7 @@ def full_curves(trials: list[FrozenTrial]) -> tuple[tuple[tuple[tuple[int, float
     for t in trials:
         if t.state != TrialState.COMPLETE or not t.values or DUPLICATE_ATTR in t.user_attrs:
             continue
-        curve = {int(k): float(v) for k, v in t.intermediate_values.items()} or {int(a): float(b) for a, b in t.user_attrs.get("curve", [])}
+        curve = {int(k): float(v) for k, v in t.intermediate_values.items()} or {int(a): float(b) for a, b in t.user_attrs.get(CURVE, [])}
         if curve:
             done.append((tuple(sorted(curve.items())), val_loss(t)))
     last = max((c[-1][0] for c, _ in done), default=0)
@@ -219,31 +222,31 @@ def summarize(study: optuna.Study) -> Summary:
     baseline = str(config.baseline)
     runs = paired_runs(trials)
     confirm_seeds = confirm_seeds_run(trials)
-    baselines = [val_loss(t) for t in complete if t.user_attrs.get("role") == "baseline"]
-    n_schedules = len({t.user_attrs.get("schedule") for t in competing})
+    baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
+    n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing})
     references = [
         {
-            "name": t.user_attrs.get("reference", t.user_attrs["schedule"]),
-            "schedule": t.user_attrs["schedule"],
+            "name": t.user_attrs.get(REFERENCE, t.user_attrs[SCHEDULE]),
+            "schedule": t.user_attrs[SCHEDULE],
             "val_loss": val_loss(t),
-            "gap": gap_report(runs, t.user_attrs["schedule"], baseline, confirm_seeds),
+            "gap": gap_report(runs, t.user_attrs[SCHEDULE], baseline, confirm_seeds),
         }
         for t in complete
-        if t.user_attrs.get("role") == "reference" and t.user_attrs.get("seed") == config.seed  # one row per reference
+        if t.user_attrs.get(ROLE) == ROLE_REFERENCE and t.user_attrs.get(SEED) == config.seed  # one row per reference
     ]
     pareto = [
-        {"number": t.number, "schedule": t.user_attrs.get("schedule"), **dict(zip(config.search.objectives, t.values))}
+        {"number": t.number, "schedule": t.user_attrs.get(SCHEDULE), **dict(zip(config.search.objectives, t.values))}
         for t in (pareto_trials(competing) if len(config.search.objectives) > 1 else [])
     ]
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
-        best_schedule=best.user_attrs.get("schedule") if best else None,
+        best_schedule=best.user_attrs.get(SCHEDULE) if best else None,
         best_value=val_loss(best) if best else None,
         best_number=best.number if best else None,
         baseline_schedule=baseline,
         baseline_value=runs.get((baseline, config.seed)),
-        best_gap=gap_report(runs, best.user_attrs["schedule"], baseline, confirm_seeds, n_schedules) if best else None,
+        best_gap=gap_report(runs, best.user_attrs[SCHEDULE], baseline, confirm_seeds, n_schedules) if best else None,
         n_trials=config.n_trials,
         uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,
         objectives=list(config.search.objectives),

@@ -14,8 +14,9 @@ import optuna
 from optuna.trial import TrialState
 
 from prism import Schedule
+from search.attrs import ATTR_CONFIRMATION, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
-from search.storage.records import ATTR_CONFIRMATION, enqueue, stored_config
+from search.storage.records import enqueue, stored_config
 from search.storage.summary import confirmation_rows, ranked
 from search.study.pruning import make_stopping
 
@@ -31,8 +32,8 @@ def top_schedules(study: optuna.Study, top: int) -> list[str]:
     baseline = str(stored_config(study).baseline)
     out: list[str] = []
     for t in ranked(study):
-        if t.user_attrs["schedule"] not in out and t.user_attrs["schedule"] != baseline:
-            out.append(t.user_attrs["schedule"])
+        if t.user_attrs[SCHEDULE] not in out and t.user_attrs[SCHEDULE] != baseline:
+            out.append(t.user_attrs[SCHEDULE])
     if not out:
         raise PrismSearchError(f"study {study.study_name!r} has no complete feasible trial to confirm; run it first")
     return out[:top]
@@ -46,14 +47,14 @@ def plan(study: optuna.Study, top: int, seeds: int) -> int:
     schedules = [str(config.baseline)] + top_schedules(study, top)
     held = {TrialState.COMPLETE, TrialState.PRUNED, TrialState.WAITING, TrialState.RUNNING}
     have = {
-        (t.user_attrs.get("schedule"), t.user_attrs.get("seed"))
+        (t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))
         for t in study.get_trials(deepcopy=False, states=tuple(held))
-        if t.user_attrs.get("role") == "confirm"
+        if t.user_attrs.get(ROLE) == ROLE_CONFIRM
     }
     for schedule in schedules:
         for seed in confirm_seeds(config, seeds):
             if (schedule, seed) not in have:
-                enqueue(study, family, Schedule.parse(schedule), role="confirm", seed=seed)
+                enqueue(study, family, Schedule.parse(schedule), role=ROLE_CONFIRM, seed=seed)
     study.set_user_attr(ATTR_CONFIRMATION + ".plan", json.dumps({"schedules": schedules, "seeds": seeds}))
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import optuna
 
+from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, ROLE_BASELINE, ROLE_REFERENCE
 from search.config import OBJECTIVES, PrismSearchError, StudyConfig, family_for, references_for
-from search.storage.records import ATTR_CONFIG, ATTR_FINGERPRINT, enqueue, find_study, stored_config
+from search.storage.records import enqueue, find_study, stored_config
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
 
@@ -56,8 +57,8 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
     family = family_for(config)
     seeds = [config.seed + k for k in range(config.search.baseline_seeds)]
     for seed in seeds:
-        enqueue(study, family, config.baseline, role="baseline", seed=seed)
+        enqueue(study, family, config.baseline, role=ROLE_BASELINE, seed=seed)
     for seed in seeds:  # a reference runs at every baseline seed: its gap to uniform is paired on all of them
         for ref in references_for(config):
-            enqueue(study, family, ref.schedule, role="reference", seed=seed, reference=ref.name)
+            enqueue(study, family, ref.schedule, role=ROLE_REFERENCE, seed=seed, reference=ref.name)
     return study

@@ -8,21 +8,22 @@ import json
 
 import optuna
 
+from search.attrs import DUPLICATE_ATTR, PRUNED_AT_TOKENS, REFERENCE, ROLE, SCHEDULE, SEED, heads_attr
 from search.storage.constraints import is_feasible
-from search.storage.records import DUPLICATE_ATTR, FINISHED, heads_attr, stored_config
+from search.storage.records import FINISHED, stored_config
 
 _ATTRS = (
-    "role",
-    "seed",
-    "schedule",
+    ROLE,
+    SEED,
+    SCHEDULE,
     "tokens_per_s",
     "throughput_ratio",
     "n_params",
     "flops_per_token",
-    "pruned_at_tokens",
+    PRUNED_AT_TOKENS,
     "pruned_at_rung",
     DUPLICATE_ATTR,
-    "reference",
+    REFERENCE,
 )
 
 

@@ -24,13 +24,14 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 
 from prism import Schedule
+from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
 from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
 from search.storage import creation_lock, open_storage
 from search.storage.budget import budget, exhausted
-from search.storage.records import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_PRIOR, enqueue, stored_config
+from search.storage.records import enqueue, stored_config
 from search.storage.summary import is_paired_baseline
 from search.study.confirm import run_confirmation, top_schedules
 from search.study.create import load_study, open_study
@@ -155,15 +156,17 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
     family = family_for(config)
     trials = study.get_trials(deepcopy=False)
     queued = {
-        t.user_attrs.get("schedule")
+        t.user_attrs.get(SCHEDULE)
         for t in trials
-        if t.user_attrs.get("seed", config.seed) == config.seed and t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
+        if t.user_attrs.get(SEED, config.seed) == config.seed and t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
     }
     added = []
     for entry in prior["schedules"]:
         if entry["schedule"] in queued:
             continue  # the baseline or a reference already measures it
-        enqueue(study, family, Schedule.parse(entry["schedule"]), role="search", seed=config.seed, source="prior", prior_rank=entry["rank"])
+        enqueue(
+            study, family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, source="prior", prior_rank=entry["rank"]
+        )
         queued.add(entry["schedule"])
         added.append(entry["schedule"])
     narrow_until = len(study.get_trials(deepcopy=False)) + config.search.n_startup_trials  # trial numbers
@@ -195,7 +198,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
 
 def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if is_paired_baseline(t, config):
+        if is_paired_baseline(t.user_attrs, config):
             return t
     raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
 

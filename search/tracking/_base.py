@@ -9,9 +9,11 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from search.attrs import CURVE, HEADS_PREFIX, ROLE, ROLE_SEARCH, SCHEDULE, SEED, heads_attr
+
 logger = logging.getLogger("search.tracking")
 
-# numeric user attrs (search.trial.result_attrs and the throughput probe) logged as run-level metrics
+# numeric user attrs (search.storage.records.result_attrs and the throughput probe) logged as run-level metrics
 METRIC_ATTRS = ("tokens_per_s", "throughput_ratio", "n_params", "flops_per_token", "wall_time_s", "tokens")
 
 
@@ -32,23 +34,23 @@ class TrialRecord:
     @classmethod
     def from_trial(cls, trial) -> TrialRecord:
         attrs = trial.user_attrs
-        heads = tuple(attrs[k] for k in sorted(attrs) if k.startswith("heads_"))
+        heads = tuple(attrs[k] for k in sorted(attrs) if k.startswith(HEADS_PREFIX))
         return cls(
             number=trial.number,
             state=trial.state.name,
-            schedule=attrs["schedule"],
+            schedule=attrs[SCHEDULE],
             heads=heads,
-            seed=attrs.get("seed", 0),
-            role=attrs.get("role", "search"),
+            seed=attrs.get(SEED, 0),
+            role=attrs.get(ROLE, ROLE_SEARCH),
             value=trial.values[0] if trial.values else None,
-            curve=tuple((int(t), float(v)) for t, v in attrs.get("curve", [])),
+            curve=tuple((int(t), float(v)) for t, v in attrs.get(CURVE, [])),
             metrics={k: float(attrs[k]) for k in METRIC_ATTRS if isinstance(attrs.get(k), (int, float))},
         )
 
     @property
     def params(self) -> dict[str, str | int]:
-        heads: dict[str, str | int] = {f"heads_{layer:02d}": h for layer, h in enumerate(self.heads)}
-        return {"schedule": self.schedule, "seed": self.seed, "role": self.role, "trial": self.number, **heads}
+        heads: dict[str, str | int] = {heads_attr(layer): h for layer, h in enumerate(self.heads)}
+        return {SCHEDULE: self.schedule, SEED: self.seed, ROLE: self.role, "trial": self.number, **heads}
 
     @property
     def run_name(self) -> str:

@@ -9,8 +9,8 @@ from pathlib import Path
 import optuna
 from optuna.distributions import FloatDistribution
 
+from search.attrs import ATTR_CONFIG
 from search.config import load_config
-from search.storage.records import ATTR_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIFORM = "1x3"  # studies/tiny.toml's baseline

@@ -9,6 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from search.attrs import DUPLICATE_ATTR
 from search.config import StudyConfig
 from search.dashboard.pages import studies_page
 from search.dashboard.views import study_view
@@ -17,7 +18,7 @@ from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.storage.budget import budget, duplicate_cap, exhausted
-from search.storage.records import DUPLICATE_ATTR, FINISHED
+from search.storage.records import FINISHED
 from search.study import open_study
 from search.study.pruning import make_stopping
 

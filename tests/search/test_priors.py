@@ -1,18 +1,13 @@
-"""Geometry priors: zone detection and the mapping on synthetic profiles, seeding and the narrowing sampler."""
+"""Geometry priors: zone detection and the mapping on synthetic profiles, the prior file (seeding a study with it:
+tests/search/study/test_seeding.py)."""
 
 import json
 
-import optuna
 import pytest
 
 from prism import Schedule
-from search.config import family_for
 from search.families import RampFamily, UniformFamily
 from search.priors import PriorError, Zone, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior
-from search.storage.records import ATTR_AUDIT, ATTR_PRIOR
-from search.study.create import open_study
-from search.study.lifecycle import narrow_sampler, seed_study
-from search.study.samplers import PriorSampler
 
 
 def _step(n_layer: int, at: int, low: float = 0.0, high: float = 1.0, noise: float = 0.0) -> list[float]:
@@ -98,60 +93,6 @@ def test_a_family_without_ramps_gets_its_nearest_members():
 def test_make_prior_refuses_a_profile_of_another_depth(tiny_config):
     with pytest.raises(PriorError, match="profile is of a 8-layer model.*n_layer=3"):
         make_prior(_profile(8, [3]), tiny_config)
-
-
-# -- seeding and narrowing ---------------------------------------------------------------------------------
-def _study(config):
-    return open_study(config, optuna.storages.InMemoryStorage(), fingerprint="test")
-
-
-def test_seeding_enqueues_prior_schedules_once_and_stores_prior_and_profile(tiny_config):
-    profile = _profile(3, [1])
-    prior = make_prior(profile, tiny_config)
-    study = _study(tiny_config)
-    added = seed_study(study, tiny_config, prior, profile)
-    waiting = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.WAITING]
-    assert str(tiny_config.baseline) not in added  # already queued as the baseline
-    assert [t.user_attrs["schedule"] for t in waiting if t.user_attrs.get("source") == "prior"] == added
-    assert all(t.user_attrs["role"] == "search" for t in waiting if t.user_attrs.get("source") == "prior")
-    assert json.loads(study.user_attrs[ATTR_AUDIT])["zones"] == profile["zones"]
-    assert json.loads(study.user_attrs[ATTR_PRIOR])["narrow_until"] == len(waiting) + tiny_config.search.n_startup_trials
-    assert seed_study(study, tiny_config, prior, profile) == []  # resume: nothing queued twice
-    # the queue hands out the baselines first, then the prior schedules in rank order
-    family = family_for(tiny_config)
-    order = []
-    for _ in waiting:
-        trial = study.ask()
-        order.append(str(family.suggest(trial)))
-        study.tell(trial, 1.0)
-    assert order[len(order) - len(added) :] == added
-
-
-@pytest.mark.parametrize("strength", [1.0, 0.0])
-def test_narrowing_draws_early_proposals_near_the_priors(tiny_config, strength):
-    config = tiny_config.model_copy(
-        update={"search": tiny_config.search.model_copy(update={"prior_strength": strength, "n_startup_trials": 40, "baseline_seeds": 1})}
-    )
-    config = config.model_copy(update={"model": config.model.model_copy(update={"n_layer": 8})})
-    family = family_for(config)
-    prior = make_prior(_profile(8, [5]), config, top_k=1)
-    study = _study(config)
-    seed_study(study, config, prior)
-    narrow_sampler(study, config)
-    assert isinstance(study.sampler, PriorSampler)
-    anchor = family.params_for(Schedule.parse(prior["schedules"][0]["schedule"]))
-    offsets = []
-    for _ in range(40):
-        trial = study.ask()
-        family.suggest(trial)
-        if "role" not in trial.user_attrs:  # proposed by the sampler, not queued
-            offsets += [abs(trial.params[k] - v) for k, v in anchor.items()]
-        study.tell(trial, 1.0)
-    assert len(offsets) >= 60
-    if strength == 1.0:
-        assert max(offsets) <= 1
-    else:
-        assert max(offsets) > 1  # the study's own sampler ranges over the whole space
 
 
 def test_read_prior_checks_depth_and_schedules(tiny_config, tmp_path):

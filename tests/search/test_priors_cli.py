@@ -106,7 +106,7 @@ def test_run_prior_auto_end_to_end(monkeypatch, tmp_path, ray_local, study_toml)
     assert cli(monkeypatch, "run", toml, "--prior", "auto") == 0
     import optuna
 
-    from search.storage.records import ATTR_AUDIT, ATTR_PRIOR
+    from search.attrs import ATTR_AUDIT, ATTR_PRIOR
 
     study = optuna.load_study(study_name="tiny", storage=f"sqlite:///{db}")
     audit = json.loads(study.user_attrs[ATTR_AUDIT])

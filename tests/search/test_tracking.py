@@ -24,7 +24,7 @@ from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
-from tests.search.test_cluster import _free_port
+from tests.search.runner.test_cluster import _free_port
 
 
 def test_track_flags_pick_defaults_targets_and_refuse_unknown_trackers():

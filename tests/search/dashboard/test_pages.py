@@ -7,11 +7,11 @@ import re
 import optuna
 import pytest
 
+from search.attrs import ATTR_CONFIRMATION
 from search.dashboard import figures as figs
 from search.dashboard.pages import study_page, trial_page
 from search.dashboard.report import write_report
 from search.dashboard.views import same_budget_gap, study_view
-from search.storage.records import ATTR_CONFIRMATION
 from tests.search.storage.test_summary import UNIFORM, add, make_study, searched
 
 

@@ -26,6 +26,7 @@ def test_rows_decode_the_attrs_the_driver_writes(memory_study):
             assert r.val_loss == t.value and r.tokens_per_s == t.user_attrs["tokens_per_s"]
     assert view.status == "running" and view.counts == {s: sum(t.state.name == s for t in trials) for s in view.counts}
     assert view.baseline.role == "baseline" and view.baseline.seed == view.config.seed
+    assert view.baseline.schedule == view.summary.baseline_schedule and view.baseline.val_loss is not None
     assert next(r for r in view.rows if r.state == "FAIL").error.startswith("TrainingDiverged")
 
 

@@ -7,7 +7,7 @@ import optuna
 import pytest
 from optuna.distributions import FloatDistribution
 
-from search.storage.records import ATTR_CONFIG, ATTR_CONFIRMATION, DUPLICATE_ATTR
+from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION, DUPLICATE_ATTR
 from search.storage.summary import ranked, summarize
 from search.study.confirm import collect
 

@@ -4,8 +4,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from search.attrs import DUPLICATE_ATTR
 from search.runner.cache import copy_result, find_original
-from search.storage.records import DUPLICATE_ATTR
 
 
 def _trial(study, schedule, seed=0, **attrs):

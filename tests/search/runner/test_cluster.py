@@ -21,8 +21,8 @@ from optuna.trial import TrialState
 from search.runner.cluster import ClusterError, check_cluster
 from search.storage.budget import is_served
 from search.storage.records import FINISHED
-from tests.search.cluster_probe import RESOURCES
 from tests.search.conftest import ROOT
+from tests.search.runner.cluster_probe import RESOURCES
 
 PG_ADMIN = os.environ.get("PRISM_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 # the cluster runs without token auth: its nodes and drivers are all this test's processes on 127.0.0.1
@@ -129,7 +129,7 @@ def _finished_and_workers(url: str) -> tuple[list, list[dict]]:
 @pytest.mark.e2e
 def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
     result = subprocess.run(
-        [sys.executable, "-m", "tests.search.cluster_probe", ray_cluster, pg_url],
+        [sys.executable, "-m", "tests.search.runner.cluster_probe", ray_cluster, pg_url],
         env=RAY_ENV,
         cwd=ROOT,
         capture_output=True,

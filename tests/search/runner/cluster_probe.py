@@ -1,6 +1,6 @@
 """A short study on a Ray cluster whose workers also report what Ray assigned them.
 
-test_cluster.py runs it as `python -m tests.search.cluster_probe ADDRESS STORAGE_URL`, in its own process
+test_cluster.py runs it as `python -m tests.search.runner.cluster_probe ADDRESS STORAGE_URL`, in its own process
 because the test process may already hold the session's local Ray. Run as `__main__`, `ProbeSession`
 travels to the workers by value. The resources come from the study config exactly as `run` reads them.
 """

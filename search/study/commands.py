@@ -1,0 +1,25 @@
+"""What the CLI asks of the runner and the priors outside a study's lifecycle: train or analyze one model, audit a
+model, turn a profile into a prior, check a cluster address. The CLI reaches them only through the study (the arrows:
+CLI -> study -> {runner, priors}), so the CLI's imports say what it may touch. Importing this module loads torch:
+the CLI imports it inside the commands that need it.
+"""
+
+from search.priors import audit_model, load_source, make_prior, read_prior, read_profile, write_report
+from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT
+from search.runner.cluster import check_cluster
+from search.runner.single import analyze_checkpoint, resolve, train_single
+
+__all__ = [
+    "LATE_DEFAULT",
+    "ONSET_DEFAULT",
+    "analyze_checkpoint",
+    "audit_model",
+    "check_cluster",
+    "load_source",
+    "make_prior",
+    "read_prior",
+    "read_profile",
+    "resolve",
+    "train_single",
+    "write_report",
+]
