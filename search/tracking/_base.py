@@ -9,8 +9,6 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from search.storage.database import mask_url
-
 logger = logging.getLogger("search.tracking")
 
 # numeric user attrs (search.trial.result_attrs and the throughput probe) logged as run-level metrics
@@ -80,7 +78,7 @@ class Tracker(ABC):
             logger.warning(
                 "tracking.%s (%s) failed on trial %d, the study goes on without it: %s: %s",
                 self.name,
-                mask_url(self.target),  # an MLflow tracking URI may carry a password
+                self.target,
                 trial.number,
                 type(e).__name__,
                 str(e).splitlines()[0] if str(e) else "",
