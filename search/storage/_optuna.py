@@ -56,3 +56,8 @@ def schema_revisions() -> tuple[str, frozenset[str]]:
     head = script.get_current_head()
     assert head is not None, "Optuna ships one schema head"
     return head, frozenset(r.revision for r in script.walk_revisions())
+
+
+def storage_url(study: optuna.Study) -> str:
+    """The URL the study was opened from (never the masked one stored in its config)."""
+    return storage_of(study)._backend.url

@@ -16,6 +16,7 @@ import sqlite3
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import optuna
 import sqlalchemy
@@ -34,21 +35,28 @@ HEARTBEAT_INTERVAL_S = int(os.environ.get("PRISM_SEARCH_HEARTBEAT_S", 10))
 GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
 
 
+# the password of `user:pw@` or `:pw@`: up to the last `@` before the path, or, for one holding a raw `/`,
+# up to the first `@` (where SQLAlchemy ends it)
+_URL_PASSWORD = re.compile(r"^([\w+.-]+://[^:/?#@]*):(?:[^/?#]*|[^@?#]*)@")
+_QUERY_SECRET = re.compile(r"([?&;][^=&#;]*(?:pass|pwd|secret|token)[^=&#;]*=)[^&#;]*", re.IGNORECASE)
+
+
 def mask_url(url: str) -> str:
-    """Hide a password in a database URL before it is printed anywhere."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+    """Hide the credentials of a URL (`user:pw@`, `:pw@`, `?password=`, percent-encoded or not) wherever it is
+    printed, logged or stored: a study keeps its config, and anyone who can read the study could read them."""
+    return _QUERY_SECRET.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", url))
 
 
 def _check_reachable(url: str) -> None:
     if url.startswith("sqlite:///"):
         path = _sqlite_file(url)
         if path and not path.resolve().parent.is_dir():
-            raise StorageError(f"storage {url!r}: folder {str(path.parent)!r} does not exist; create it or change --storage")
+            raise StorageError(f"storage {mask_url(url)!r}: folder {str(path.parent)!r} does not exist; create it or change --storage")
         return
     try:
         engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
     except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ImportError, ValueError) as e:  # ValueError: a port "abc"
-        raise StorageError(f"storage {mask_url(url)!r} is not a usable SQLAlchemy URL ({e}); e.g. sqlite:///prism_search.db") from None
+        raise StorageError(f"storage {mask_url(url)!r} is not a valid SQLAlchemy URL ({e}) (fix: e.g. sqlite:///prism_search.db)") from None
     try:
         with engine.connect():
             pass
@@ -86,15 +94,46 @@ def creation_lock(url: str) -> Iterator[None]:
     elif path := _sqlite_file(url):
         _check_reachable(url)
         _check_schema(url, create=True)  # a damaged file fails before a lock file appears beside it
-        try:
-            lock = open(f"{path}.lock", "w")  # noqa: SIM115 (closed below; only the open is guarded)
-        except OSError as e:
-            raise StorageError(f"storage {url!r}: cannot write {path}.lock ({e.strerror}); fix: a writable --storage folder") from None
-        with lock:
+        with _lock_file(url, f"{path}.lock") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
     else:
         yield
+
+
+@contextlib.contextmanager
+def driver_lock(url: str) -> Iterator[None]:
+    """One driver at a time on a SQLite file, held for the driver's life: SQLite has no row locks, so two drivers
+    could both claim one queued trial (Optuna reads WAITING, then updates, outside one write transaction). The
+    flock dies with its process, so a killed driver leaves no stale lock. PostgreSQL: any number of drivers."""
+    path = _sqlite_file(url)
+    if path is None:
+        yield
+        return
+    _check_reachable(url)
+    _check_schema(url, create=True)  # a damaged file fails before a lock file appears beside it
+    with _lock_file(url, f"{path}.driver.lock") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise StorageError(
+                f"storage {mask_url(url)!r} is in use by another prism-search driver ({holder}); fix: wait for it to "
+                "finish, or put the study on PostgreSQL (--storage postgresql+psycopg://...) to run several drivers at once"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}")
+        lock.flush()
+        yield
+
+
+def _lock_file(url: str, name: str) -> IO[str]:
+    """A lock file beside a SQLite study (its content: who holds it)."""
+    try:
+        return open(name, "a+")  # noqa: SIM115 (the caller closes it)
+    except OSError as e:
+        raise StorageError(f"storage {mask_url(url)!r}: cannot write {name} ({e.strerror}); fix: a writable --storage folder") from None
 
 
 _LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search creation").digest()[:8], "big", signed=True)

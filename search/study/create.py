@@ -8,13 +8,20 @@ is a paired comparison (search.storage.summary).
 
 from __future__ import annotations
 
-import optuna
+from typing import TYPE_CHECKING
 
-from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, ROLE_BASELINE, ROLE_REFERENCE
+import optuna
+from optuna.trial import TrialState
+
+from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, REFERENCE, ROLE, ROLE_BASELINE, ROLE_REFERENCE, SCHEDULE, SEED
 from search.config import OBJECTIVES, PrismSearchError, StudyConfig, family_for, references_for
+from search.storage.database import mask_url
 from search.storage.records import enqueue, find_study, stored_config
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
+
+if TYPE_CHECKING:
+    from prism import Schedule
 
 
 def _comparable(config: StudyConfig) -> dict:
@@ -28,7 +35,8 @@ def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
 
 
 def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, fingerprint: str) -> optuna.Study:
-    """Create the study (baseline and references enqueued) or reopen it after checking nothing drifted."""
+    """Create the study or reopen it after checking nothing drifted, and queue the baseline and reference runs it
+    lacks (callers hold the creation lock)."""
     study = optuna.create_study(
         study_name=config.name,
         storage=storage,
@@ -49,16 +57,41 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
                 f"study {config.name!r} was trained on a corpus with fingerprint "
                 f"{study.user_attrs.get(ATTR_FINGERPRINT)}, this one has {fingerprint}; use a new study name"
             )
-        study.set_user_attr(ATTR_CONFIG, config.model_dump_json())  # n_trials and resources may change
-        return study
-    study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
-    study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
-    study.set_metric_names(list(config.search.objectives))
+        store_config(study, config)  # n_trials and resources may change
+    else:  # the config last: it marks the study created, so a driver killed before it leaves a study made anew
+        study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
+        study.set_metric_names(list(config.search.objectives))
+        store_config(study, config)
+    enqueue_missing_baselines(study, config)
+    return study
+
+
+def store_config(study: optuna.Study, config: StudyConfig) -> None:
+    """Store the config with its storage URL masked: a study never keeps credentials. Every reader takes the real
+    URL from where it opened the study (--storage, or the default), never from the stored config."""
+    study.set_user_attr(ATTR_CONFIG, config.model_copy(update={"storage": mask_url(config.storage)}).model_dump_json())
+
+
+def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig) -> list[str]:
+    """Queue each baseline and reference run (one per baseline seed) the study does not hold: all of them for a
+    new study, those a driver killed between two enqueues never queued for one reopened. Held means a trial of
+    that role, schedule and seed in any state but FAIL (a failed one was retried, or failed for good).
+    Called under the creation lock (search.storage.creation_lock), so concurrent drivers queue each run once.
+    Returns what was queued."""
+    held = {
+        (t.user_attrs.get(ROLE), t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))
+        for t in study.get_trials(deepcopy=False)
+        if t.state != TrialState.FAIL
+    }
     family = family_for(config)
     seeds = [config.seed + k for k in range(config.search.baseline_seeds)]
-    for seed in seeds:
-        enqueue(study, family, config.baseline, role=ROLE_BASELINE, seed=seed)
-    for seed in seeds:  # a reference runs at every baseline seed: its gap to uniform is paired on all of them
-        for ref in references_for(config):
-            enqueue(study, family, ref.schedule, role=ROLE_REFERENCE, seed=seed, reference=ref.name)
-    return study
+    # baselines first (a study's first trials), then each reference at every baseline seed: its gap to uniform
+    # is paired on all of them
+    runs: list[tuple[str, Schedule, int, dict]] = [(ROLE_BASELINE, config.baseline, seed, {}) for seed in seeds]
+    runs += [(ROLE_REFERENCE, ref.schedule, seed, {REFERENCE: ref.name}) for seed in seeds for ref in references_for(config)]
+    queued = []
+    for role, schedule, seed, extra in runs:
+        if (role, str(schedule), seed) not in held:
+            enqueue(study, family, schedule, role=role, seed=seed, **extra)
+            queued.append(f"{role} {schedule} seed {seed}")
+    return queued

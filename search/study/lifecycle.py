@@ -24,17 +24,18 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 
 from prism import Schedule
-from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
+from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_FINGERPRINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
 from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
-from search.storage import creation_lock, open_storage
+from search.storage import creation_lock, driver_lock, open_storage
+from search.storage._optuna import storage_url
 from search.storage.budget import budget, exhausted
 from search.storage.records import enqueue, stored_config
 from search.storage.summary import is_paired_baseline
 from search.study.confirm import run_confirmation, top_schedules
-from search.study.create import load_study, open_study
+from search.study.create import enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
 from search.study.samplers import PriorSampler, reachable_target
 
@@ -46,21 +47,35 @@ def execute(
 
     Returns the study and the wall time of the trials driven (None: the study had reached its target). A Ctrl-C
     or SIGTERM arrives as KeyboardInterrupt after in-flight trials were queued again."""
-    from search.progress import Progress
-    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
-    from search.runner.undelivered import deliver_undelivered
     from search.tracking import make_trackers
 
     check_cluster(address, config.storage)
     make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
     fingerprint = corpus_fingerprint(config)
+    with driver_lock(config.storage):
+        return _drive(config, address, fingerprint, resume=resume, console=console, prior=prior)
+
+
+def _drive(
+    config: StudyConfig, address: str | None, fingerprint: str, *, resume: bool, console: Console, prior: dict | str | None
+) -> tuple[optuna.Study, float | None]:
+    """execute's work, under the driver lock: from opening the study (and queueing what it lacks) to its target."""
+    from search.progress import Progress
+    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
+    from search.runner.undelivered import deliver_undelivered
+
     with creation_lock(config.storage):
         storage = open_storage(config.storage)
-        study = load_study(config.name, storage) if resume else open_study(config, storage, fingerprint)
-    if resume:
-        if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
-            raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
-        study.set_user_attr(ATTR_CONFIG, config.model_dump_json())  # a new --n-trials target, stored as `run` stores it
+        if resume:
+            study = load_study(config.name, storage)
+            if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
+                raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
+            store_config(study, config)  # a new --n-trials target, stored as `run` stores it
+            missing = enqueue_missing_baselines(study, config)
+            if missing:  # a driver killed while creating the study queued only some of them
+                console.print(f"queued the baseline runs the study lacked: {', '.join(missing)}", highlight=False)
+        else:
+            study = open_study(config, storage, fingerprint)
     delivered = deliver_undelivered(study)
     if delivered:
         console.print(f"stored results kept while the database was down: trials {delivered}")
@@ -103,14 +118,15 @@ def confirm(study: optuna.Study, top: int, seeds: int, workers: int | None, addr
     if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
         raise PrismSearchError(f"study {study.study_name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
     n_workers = workers or config.resources.workers
-    connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
-    done = budget(study.get_trials(deepcopy=False), config.seed).trained
-    progress = Progress(study.study_name, done + planned, done, console=console)
-    try:
-        with sigterm_as_ctrl_c():
-            return run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
-    finally:
-        progress.close()
+    with driver_lock(storage_url(study)):
+        connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
+        done = budget(study.get_trials(deepcopy=False), config.seed).trained
+        progress = Progress(study.study_name, done + planned, done, console=console)
+        try:
+            with sigterm_as_ctrl_c():
+                return run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
+        finally:
+            progress.close()
 
 
 @contextlib.contextmanager

@@ -197,9 +197,9 @@ def test_a_postgresql_study_missing_a_table_is_not_repaired_by_export(monkeypatc
 @pytest.mark.parametrize(
     "url, fragment",
     [
-        ("nonsense", "is not a usable SQLAlchemy URL"),
+        ("nonsense", "is not a valid SQLAlchemy URL"),
         ("sqlite:///missing/x.db", "folder 'missing' does not exist"),
-        ("postgresql+psycopg://u:s3cret@127.0.0.1:abc/db", "is not a usable SQLAlchemy URL"),
+        ("postgresql+psycopg://u:s3cret@127.0.0.1:abc/db", "is not a valid SQLAlchemy URL"),
         ("postgresql+psycopg://u:s3cret@127.0.0.1:1/db", "is unreachable"),
         ("sqlite://", "no prism-search studies in sqlite://"),
         ("sqlite:///:memory:", "no prism-search studies"),

@@ -34,3 +34,46 @@ def test_a_study_whose_corpus_moved_still_reports_and_resume_names_the_missing_c
     resume = subprocess.run([sys.executable, "-m", "search.cli", "resume", "tiny", *url], capture_output=True, text=True)
     assert resume.returncode == 2 and resume.stderr.count("\n") == 1, resume.stderr
     assert f"data.corpus: corpus {str(text)!r} not found" in resume.stderr and "version" not in resume.stderr
+
+
+def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_once(tiny_config):
+    """A driver killed between the baseline enqueues (issue 12, item 9): the study holds baseline seed 0 only, and a
+    failed baseline at seed 1 (no longer held). `resume` queues the missing runs once; running it again, or reopening
+    with `run`'s open_study, adds nothing."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from search.config import family_for, references_for
+    from search.attrs import ATTR_FINGERPRINT
+    from search.storage.records import enqueue, schedule_attrs
+    from search.study.create import store_config
+
+    space = tiny_config.space.model_copy(update={"references": ["paper-ramp"]})
+    config = tiny_config.model_copy(update={"space": space, "n_trials": 1})
+    fingerprint = corpus_fingerprint(config)
+    study = optuna.create_study(study_name="tiny", storage=open_storage(config.storage))
+    study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
+    store_config(study, config)
+    enqueue(study, family_for(config), config.baseline, role="baseline", seed=config.seed)  # then the kill
+    dist = {"x": optuna.distributions.IntDistribution(0, 2)}
+    failed = schedule_attrs(config.baseline, "baseline", config.seed + 1)
+    study.add_trial(create_trial(state=TrialState.FAIL, params={"x": 1}, distributions=dist, user_attrs=failed))
+    done = schedule_attrs(config.baseline, "search", config.seed)  # the target is reached: resume trains nothing
+    study.add_trial(create_trial(params={"x": 1}, distributions=dist, value=2.0, user_attrs=done | {"tokens_per_s": 1.0}))
+    (reference,) = [str(ref.schedule) for ref in references_for(config)]
+
+    def held():
+        trials = optuna.load_study(study_name="tiny", storage=config.storage).get_trials(states=(TrialState.WAITING,))
+        return sorted((t.user_attrs["role"], t.user_attrs["schedule"], t.user_attrs["seed"]) for t in trials)
+
+    url = ["--storage", config.storage]
+    first = runner.invoke(app, ["resume", "tiny", *url])
+    assert first.exit_code == 0, first.output
+    assert "queued the baseline runs the study lacked" in first.output
+    baseline = str(config.baseline)
+    expected = sorted([("baseline", baseline, 0), ("baseline", baseline, 1), ("reference", reference, 0), ("reference", reference, 1)])
+    assert held() == expected
+    again = runner.invoke(app, ["resume", "tiny", *url])
+    assert again.exit_code == 0 and "lacked" not in again.output, again.output
+    open_study(config, open_storage(config.storage), fingerprint)  # `run` reopening the study
+    assert held() == expected

@@ -1,0 +1,83 @@
+"""Credentials are never stored and never shown (issue 12, item 3): a study keeps its config with the storage URL
+masked, every reader takes the real URL from --storage, and every printed URL is masked."""
+
+import json
+import subprocess
+import sys
+import uuid
+from urllib.parse import quote
+
+import optuna
+import pytest
+import sqlalchemy
+
+from search.storage import mask_url
+from tests.search.conftest import ROOT
+from tests.search.pg import ADMIN_URL
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("postgresql+psycopg://prism:s3cret@db:5432/studies", "s3cret"),
+        ("postgresql+psycopg://:s3cret@db/studies", "s3cret"),  # a password without a user
+        ("postgresql+psycopg://prism:p%40ss%2Fw0rd@db/studies", "p%40ss%2Fw0rd"),  # percent-encoded
+        ("postgresql+psycopg://prism:p@ss@db/studies", "p@ss"),  # a raw `@`, as users type it
+        ("postgresql+psycopg://db/studies?user=prism&password=s3cret&sslmode=require", "s3cret"),
+        ("postgresql+psycopg://db/studies?sslpassword=s3cret", "s3cret"),
+        ("http://prism:s3cret@mlflow:5000", "s3cret"),  # a tracking URI
+    ],
+)
+def test_mask_url_hides_every_form_of_password_and_keeps_the_rest(url, secret):
+    masked = mask_url(url)
+    assert secret not in masked and "***" in masked
+    assert masked.split("***")[0] in url and masked.rsplit("***", 1)[1] in url  # only the secret went
+    assert mask_url(masked) == masked
+
+
+@pytest.mark.parametrize("url", ["sqlite:////tmp/a@b:c.db", "postgresql+psycopg://prism@db:5432/studies", "sqlite:///prism_search.db"])
+def test_mask_url_leaves_urls_without_a_password_alone(url):
+    assert mask_url(url) == url
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "search.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=400)
+
+
+@pytest.mark.e2e
+def test_a_password_in_the_storage_url_is_stored_nowhere_and_resume_takes_it_again(study_toml):
+    """A real PostgreSQL role with a password: after `run` and `resume`, no row of any table holds it, nor any output."""
+    tag = uuid.uuid4().hex[:10]
+    role, database, password = f"prism_secret_{tag}", f"prism_test_{tag}", f"pw@{tag}/:?x"
+    admin = sqlalchemy.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}'"))
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{database}" OWNER "{role}"'))
+    url = f"postgresql+psycopg://{role}:{quote(password, safe='')}@127.0.0.1:5432/{database}"
+    forms = {password, quote(password, safe=""), quote(password)}
+    try:
+        toml = study_toml(("n_trials = 5", "n_trials = 2"))  # the two baselines
+        run = _cli("run", str(toml), "--storage", url, "--workers", "1")
+        assert run.returncode == 0, run.stderr
+        resume = _cli("resume", "tiny", "--storage", url, "--n-trials", "3", "--workers", "1")  # one more trial, trained
+        assert resume.returncode == 0, resume.stderr
+        for output in (run.stdout, run.stderr, resume.stdout, resume.stderr):
+            assert not any(f in output for f in forms), output
+
+        study = optuna.load_study(study_name="tiny", storage=url)
+        assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 3
+        assert json.loads(study.user_attrs["prism.config"])["storage"] == mask_url(url)
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+        with engine.connect() as conn:
+            tables = sqlalchemy.inspect(conn).get_table_names()
+            assert "study_user_attributes" in tables and "trial_user_attributes" in tables
+            cells = [str(v) for t in tables for row in conn.execute(sqlalchemy.text(f'SELECT * FROM "{t}"')) for v in row]
+        engine.dispose()
+        assert any(role in c for c in cells)  # the scan reads the stored config (user name kept, password masked)
+        leaks = [c for c in cells if any(f in c for f in forms)]
+        assert not leaks, leaks[:3]
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+            conn.execute(sqlalchemy.text(f'DROP ROLE IF EXISTS "{role}"'))
+        admin.dispose()
