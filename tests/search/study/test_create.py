@@ -43,8 +43,8 @@ def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_o
     import optuna
     from optuna.trial import TrialState, create_trial
 
-    from search.config import family_for, references_for
     from search.attrs import ATTR_FINGERPRINT
+    from search.config import family_for, references_for
     from search.storage.records import enqueue, schedule_attrs
     from search.study.create import store_config
 
