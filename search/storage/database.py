@@ -37,7 +37,8 @@ GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
 
 # the password of `user:pw@` or `:pw@`: up to the last `@` before the path, or, for one holding a raw `/`,
 # up to the first `@` (where SQLAlchemy ends it)
-_URL_PASSWORD = re.compile(r"^([\w+.-]+://[^:/?#@]*):(?:[^/?#]*|[^@?#]*)@")
+# not anchored: URLs are masked inside messages and tracebacks too; a URL ends at whitespace or a quote
+_URL_PASSWORD = re.compile(r"([A-Za-z][\w+.-]*://[^:/?#@\s'\"]*):(?:[^/?#\s'\"]*|[^@?#\s'\"]*)@")
 _QUERY_SECRET = re.compile(r"([?&;][^=&#;]*(?:pass|pwd|secret|token)[^=&#;]*=)[^&#;]*", re.IGNORECASE)
 
 
