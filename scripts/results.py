@@ -12,6 +12,7 @@ t intervals on their real degrees of freedom, Spearman rank agreement with boots
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import tempfile
@@ -22,6 +23,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from prism import Schedule
 from search.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
 from search.storage.summary import paired_diffs
 
@@ -198,8 +200,8 @@ def monotone(main: Study, free: Study | None) -> str:
     if not searched:
         return "pending: no schedule finished yet"
     best = searched[0]
-    kind = "monotone (non-decreasing)" if _is_monotone(best) else "not monotone"
-    n_mono = sum(1 for s in {r.schedule for r in free.runs} if _is_monotone(s))
+    kind = "monotone (non-decreasing)" if Schedule.parse(best).is_monotone else "not monotone"
+    n_mono = sum(1 for s in {r.schedule for r in free.runs} if Schedule.parse(s).is_monotone)
     gap = gaps(free, best)
     main_best = next((s for s, _ in table_main(main)[1] if s != main.baseline), None)
     return (
@@ -209,17 +211,20 @@ def monotone(main: Study, free: Study | None) -> str:
     )
 
 
-def _is_monotone(schedule: str) -> bool:
-    heads = [int(part.split("x")[0]) for part in schedule.split(",") for _ in range(int(part.split("x")[1]))]
-    return heads == sorted(heads)
+def _pyplot():
+    """matplotlib's pyplot on the file-only Agg backend, imported only when a figure is drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def attention(path: Path, out: Path) -> tuple[str, list[str]]:
     """Mean attention distance per layer of the schedules scripts/attention_profiles.py measured (a JSON beside the db)."""
     if not path.is_file():
         return f"pending: no {path.name} yet (scripts/attention_profiles.py writes it)", []
-    import json
-
     table = json.loads(path.read_text())
     n_layer = max(len(v["layers"]) for v in table.values())
     lines = [
@@ -229,10 +234,7 @@ def attention(path: Path, out: Path) -> tuple[str, list[str]]:
     for schedule, v in table.items():
         cells = " | ".join(f"{m['mad']:.1f} ({m['mad_relative']:.2f})" for m in v["layers"])
         lines.append(f"| `{schedule}` (seed {v['seed']}) | {v['val_loss']:.4f} | {cells} |")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3))
     for schedule, v in table.items():
@@ -248,10 +250,7 @@ def attention(path: Path, out: Path) -> tuple[str, list[str]]:
 
 
 def figures(study: Study, ranking: list[tuple[str, float]], agreement: list, out: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     written = []
     rows = [(s, gaps(study, s)) for s, _ in ranking if s != study.baseline]

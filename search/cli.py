@@ -148,15 +148,13 @@ def resume(
     track: list[str] | None = TrackOpt,
 ) -> None:
     """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
-    from search.preflight import check_storage_url, preflight
+    from search.preflight import preflight
     from search.storage.records import stored_config
     from search.study.commands import check_cluster
-    from search.study.create import load_study
 
     url = storage or DEFAULT_STORAGE
-    check_storage_url(url)
     check_cluster(address, url)  # before the storage is read: a cluster needs a network storage
-    config = _with_overrides(stored_config(load_study(name, open_storage(url, create=False))), url, n_trials, workers, track)
+    config = _with_overrides(stored_config(_stored(name, url)), url, n_trials, workers, track)
     preflight(config, address=address)
     _execute(config, address, resume=True)
 
@@ -222,11 +220,10 @@ def confirm(
     address: str | None = AddressOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
-    from search.preflight import check_storage_url, preflight
+    from search.preflight import preflight
     from search.storage.records import stored_config
     from search.study.lifecycle import confirm as confirm_study
 
-    check_storage_url(storage or DEFAULT_STORAGE)
     study = _stored(name, storage)
     preflight(_with_overrides(stored_config(study), storage or DEFAULT_STORAGE, None, workers), address=address)
     rows = confirm_study(study, top, seeds, workers, address, console)

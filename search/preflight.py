@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prism.data import CorpusError, check_windows, load_corpus
 from search.config import StudyConfig
-from search.errors import ConfigError, StorageError
+from search.errors import ConfigError
 
 BYTES_PER_PARAM = 16  # fp32 weights, their gradients and AdamW's two moments
 LOGIT_BYTES = 12  # per token and vocab entry: fp32 logits, their softmax and its gradient
@@ -32,7 +32,9 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
         check_device(device, "--device", fix="use --device cpu")
         check_memory(config, device, at_once=1, source="--device")
     else:
-        check_storage_url(config.storage)
+        from search.storage import check_url  # storage owns what a valid URL is
+
+        check_url(config.storage)
         if config.keep_checkpoints != "none":  # else the folder is never made: a study resumed elsewhere needs none
             check_folder(config.checkpoint_dir, "checkpoint_dir")
         if address is None:
@@ -45,22 +47,6 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
             at_once = min(n, max(1, int(1 / gpus))) if gpus else n  # fractional GPUs: that many trials share one
             check_memory(config, study_device, at_once, source="resources.gpus_per_trial" if gpus else "resources.workers")
     check_corpus(config)  # last: loading a corpus (or training its BPE) is the slow check
-
-
-def check_storage_url(url: str) -> None:
-    """A malformed URL (a non-numeric port) would otherwise surface as a traceback from deep inside SQLAlchemy."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from search.storage import mask_url
-
-    try:
-        make_url(url)
-    except (ArgumentError, ValueError) as e:
-        raise StorageError(
-            f"storage {mask_url(url)!r} is not a valid SQLAlchemy URL ({e}) (fix: e.g. sqlite:///prism_search.db or "
-            "postgresql+psycopg://USER@HOST:5432/DB, the port a number)"
-        ) from None
 
 
 def check_corpus(config: StudyConfig) -> None:

@@ -2,9 +2,27 @@
 
 import optuna
 
-from search.storage.database import GRACE_PERIOD_S, HEARTBEAT_INTERVAL_S, StorageError, creation_lock, driver_lock, mask_url, open_storage
+from search.storage.database import (
+    GRACE_PERIOD_S,
+    HEARTBEAT_INTERVAL_S,
+    StorageError,
+    check_url,
+    creation_lock,
+    driver_lock,
+    mask_url,
+    open_storage,
+)
 
 # every reader and writer of a study comes through here: Optuna's per-trial INFO lines are noise beside ours
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-__all__ = ["GRACE_PERIOD_S", "HEARTBEAT_INTERVAL_S", "StorageError", "creation_lock", "driver_lock", "mask_url", "open_storage"]
+__all__ = [
+    "GRACE_PERIOD_S",
+    "HEARTBEAT_INTERVAL_S",
+    "StorageError",
+    "check_url",
+    "creation_lock",
+    "driver_lock",
+    "mask_url",
+    "open_storage",
+]

@@ -48,7 +48,19 @@ def mask_url(url: str) -> str:
     return _QUERY_SECRET.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", url))
 
 
+def check_url(url: str) -> None:
+    """A malformed URL (a non-numeric port) would otherwise surface as a traceback from deep inside SQLAlchemy."""
+    try:
+        sqlalchemy.engine.make_url(url)
+    except (sqlalchemy.exc.ArgumentError, ValueError) as e:
+        raise StorageError(
+            f"storage {mask_url(url)!r} is not a valid SQLAlchemy URL ({e}) (fix: e.g. sqlite:///prism_search.db or "
+            "postgresql+psycopg://USER@HOST:5432/DB, the port a number)"
+        ) from None
+
+
 def _check_reachable(url: str) -> None:
+    check_url(url)
     if url.startswith("sqlite:///"):
         path = _sqlite_file(url)
         if path and not path.resolve().parent.is_dir():
@@ -56,7 +68,7 @@ def _check_reachable(url: str) -> None:
         return
     try:
         engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
-    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ImportError, ValueError) as e:  # ValueError: a port "abc"
+    except (sqlalchemy.exc.NoSuchModuleError, ImportError) as e:  # a parsable URL naming a dialect or driver not installed
         raise StorageError(f"storage {mask_url(url)!r} is not a valid SQLAlchemy URL ({e}) (fix: e.g. sqlite:///prism_search.db)") from None
     try:
         with engine.connect():
@@ -81,7 +93,8 @@ def creation_lock(url: str) -> Iterator[None]:
     """Serialise schema and study creation across drivers: two `run`s at once create tables and enqueue a
     study's baselines once.
 
-    PostgreSQL: a transaction-level advisory lock. SQLite (one machine): an exclusive file lock beside the file.
+    PostgreSQL: a transaction-level advisory lock. SQLite needs none: `driver_lock`, held around it for the
+    driver's life, already admits one driver per file.
     """
     if url.startswith("postgresql"):
         _check_reachable(url)
@@ -92,12 +105,6 @@ def creation_lock(url: str) -> Iterator[None]:
                 yield
         finally:
             engine.dispose()
-    elif path := _sqlite_file(url):
-        _check_reachable(url)
-        _check_schema(url, create=True)  # a damaged file fails before a lock file appears beside it
-        with _lock_file(url, f"{path}.lock") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
     else:
         yield
 

@@ -52,11 +52,7 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
                 f"study {config.name!r} exists with a different model/space/train/data/search config; "
                 f"use `prism-search resume {config.name}` or give the study a new name"
             )
-        if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
-            raise PrismSearchError(
-                f"study {config.name!r} was trained on a corpus with fingerprint "
-                f"{study.user_attrs.get(ATTR_FINGERPRINT)}, this one has {fingerprint}; use a new study name"
-            )
+        check_same_corpus(study, fingerprint, fix="use a new study name")
         store_config(study, config)  # n_trials and resources may change
     else:  # the config last: it marks the study created, so a driver killed before it leaves a study made anew
         study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
@@ -64,6 +60,15 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
         store_config(study, config)
     enqueue_missing_baselines(study, config)
     return study
+
+
+def check_same_corpus(study: optuna.Study, fingerprint: str, *, fix: str) -> None:
+    """A study's trials are comparable only on the corpus it was created with (its stored fingerprint)."""
+    stored = study.user_attrs.get(ATTR_FINGERPRINT)
+    if stored != fingerprint:
+        raise PrismSearchError(
+            f"study {study.study_name!r} was trained on a corpus with fingerprint {stored}, this one has {fingerprint}; {fix}"
+        )
 
 
 def store_config(study: optuna.Study, config: StudyConfig) -> None:
@@ -76,7 +81,8 @@ def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig) -> list[
     """Queue each baseline and reference run (one per baseline seed) the study does not hold: all of them for a
     new study, those a driver killed between two enqueues never queued for one reopened. Held means a trial of
     that role, schedule and seed in any state but FAIL (a failed one was retried, or failed for good).
-    Called under the creation lock (search.storage.creation_lock), so concurrent drivers queue each run once.
+    Called under the creation lock (search.storage.creation_lock; SQLite: the driver lock), so concurrent drivers
+    queue each run once.
     Returns what was queued."""
     held = {
         (t.user_attrs.get(ROLE), t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))

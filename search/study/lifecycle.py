@@ -24,8 +24,8 @@ from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
 
 from prism import Schedule
-from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_FINGERPRINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
-from search.config import PrismSearchError, StudyConfig, family_for
+from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
+from search.config import StudyConfig, family_for
 from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
@@ -35,7 +35,7 @@ from search.storage.budget import budget, exhausted
 from search.storage.records import enqueue, stored_config
 from search.storage.summary import is_paired_baseline
 from search.study.confirm import run_confirmation, top_schedules
-from search.study.create import enqueue_missing_baselines, load_study, open_study, store_config
+from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
 from search.study.samplers import PriorSampler, reachable_target
 
@@ -68,8 +68,7 @@ def _drive(
         storage = open_storage(config.storage)
         if resume:
             study = load_study(config.name, storage)
-            if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
-                raise PrismSearchError(f"study {config.name!r} was created with another corpus (fingerprint mismatch); start a new study")
+            check_same_corpus(study, fingerprint, fix="start a new study")
             store_config(study, config)  # a new --n-trials target, stored as `run` stores it
             missing = enqueue_missing_baselines(study, config)
             if missing:  # a driver killed while creating the study queued only some of them
@@ -115,8 +114,7 @@ def confirm(study: optuna.Study, top: int, seeds: int, workers: int | None, addr
     config = stored_config(study)
     planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
     fingerprint = corpus_fingerprint(config)
-    if study.user_attrs.get(ATTR_FINGERPRINT) != fingerprint:
-        raise PrismSearchError(f"study {study.study_name!r} was created with another corpus (fingerprint mismatch); cannot confirm here")
+    check_same_corpus(study, fingerprint, fix="confirm where the study's corpus is")
     n_workers = workers or config.resources.workers
     with driver_lock(storage_url(study)):
         connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
