@@ -70,8 +70,9 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
     """Fail RUNNING trials whose driver stopped sending heartbeats and queue their schedules again.
 
     Failing a trial is a conditional update (it must still be RUNNING), so when two drivers race over one
-    stale trial exactly one of them wins and queues it again. A lost served copy whose schedule another trial
-    holds is failed only: its original, if lost too, is queued again in its own right.
+    stale trial exactly one of them wins and queues it again. Failed only: a trial lost before its schedule was
+    drawn (nothing to run again), and a served copy whose schedule another trial holds (its original, if lost
+    too, is queued again in its own right).
     """
     storage = storage_of(study)
     family = family_for(stored_config(study))
@@ -86,7 +87,7 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
-        if held_by is None:
+        if held_by is None and SCHEDULE in trial.user_attrs:
             _requeue(study, family, trial, attempt=trial.user_attrs.get(ATTEMPT, 0))
             requeued.append(trial.number)
     return requeued

@@ -102,8 +102,8 @@ def test_driver_sigkill_at_a_random_moment_then_resume(tmp_path, study_toml):
     assert {n: after[n] for n in before} == before  # nothing finished was lost or changed
     for lost in [t for t in study.trials if "driver lost" in t.user_attrs.get("error", "")]:
         retries = [t for t in study.trials if t.user_attrs.get("retry_of") == lost.number]
-        if "duplicate_of" in lost.user_attrs:
-            assert not retries  # a served copy: its original (or that one's retry) trains its schedule
+        if "schedule" not in lost.user_attrs or "duplicate_of" in lost.user_attrs:
+            assert not retries  # none drawn yet, or a served copy: its original (or that one's retry) trains it
         else:
             assert len(retries) == 1 and retries[0].user_attrs["schedule"] == lost.user_attrs["schedule"]
 
@@ -172,6 +172,20 @@ def test_resume_does_not_queue_again_its_copy_of_a_trial_lost_after_it_started(r
     assert copy.user_attrs[DUPLICATE_ATTR] == original.number and copy.state == TrialState.FAIL  # it waited, then failed
     retries = _retries(study)
     assert copy.number not in retries and retries[original.number].state == TrialState.COMPLETE
+
+
+def test_resume_fails_a_trial_lost_before_its_schedule_was_drawn_and_queues_nothing(tiny_config, fast_heartbeat):
+    """A driver killed between asking the sampler and storing the schedule leaves a RUNNING trial without one:
+    resume fails it and has nothing to queue again (it used to stop on a KeyError)."""
+    config, study = _one_worker_study(tiny_config, n_trials=1)
+    study.tell(study.ask(), [3.0])  # the baseline, its result made up: the study has its one trained trial
+    lost = _taken_by_a_driver_that_dies(study)  # the queue is empty: a sampler trial, no schedule drawn yet
+    time.sleep(fast_heartbeat + 1.1)
+    out = io.StringIO()
+    execute(config, None, resume=True, console=Console(file=out))
+    assert "already has 1/1 trained trials; nothing to run" in out.getvalue()
+    study = _assert_complete(config.storage, 1)
+    assert study.trials[lost.number].state == TrialState.FAIL and "driver lost" in study.trials[lost.number].user_attrs["error"]
 
 
 def test_killed_worker_fails_its_trial_and_the_schedule_is_retried(tmp_path, study_toml):
