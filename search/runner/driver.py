@@ -176,9 +176,6 @@ class Driver:
         """Trained, training and served trials of the whole study, whichever driver owns them (search.storage.budget)."""
         return budget(self._db(self.study.get_trials, deepcopy=False), self.config.seed)
 
-    def n_trained(self) -> int:
-        return self._budget().trained
-
     def _heartbeat(self) -> None:
         now = time.monotonic()
         if now - self._last_heartbeat > storage_of(self.study).get_heartbeat_interval() / 2:

@@ -16,6 +16,7 @@ import pytest
 from optuna.trial import TrialState
 from rich.console import Console
 
+from prism import Schedule
 from search.attrs import DUPLICATE_ATTR, ROLE_SEARCH
 from search.config import family_for
 from search.progress import Progress
@@ -26,9 +27,10 @@ from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage
 from search.storage._optuna import storage_of, trial_id
 from search.storage.budget import budget
-from search.storage.records import FINISHED, enqueue
+from search.storage.records import FINISHED, enqueue, schedule_attrs
+from search.study.confirm import plan
 from search.study.create import open_study
-from search.study.lifecycle import execute
+from search.study.lifecycle import confirm, execute
 from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
@@ -186,6 +188,25 @@ def test_resume_fails_a_trial_lost_before_its_schedule_was_drawn_and_queues_noth
     assert "already has 1/1 trained trials; nothing to run" in out.getvalue()
     study = _assert_complete(config.storage, 1)
     assert study.trials[lost.number].state == TrialState.FAIL and "driver lost" in study.trials[lost.number].user_attrs["error"]
+
+
+def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local, tiny_config, fast_heartbeat):
+    """A `confirm` killed while training a run it planned, confirmed again before that run's heartbeat is stale:
+    the lost run is recovered while the second `confirm` trains, and it trains too. Counting only the queue, the
+    target was one short: the run's retry was left waiting and its seed missing from the confirmation."""
+    config, study = _one_worker_study(tiny_config, n_trials=2)
+    study.tell(study.ask(), [3.0])  # a finished search, its results made up: the baseline queued at creation,
+    best = study.ask()  # and one schedule better than it
+    for key, value in schedule_attrs(Schedule.parse("1x1,2x1,4x1"), ROLE_SEARCH, config.seed).items():
+        best.set_user_attr(key, value)
+    study.tell(best, [2.5])
+    assert plan(study, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
+    lost = _taken_by_a_driver_that_dies(study)
+    rows = confirm(study, 1, 1, workers=1, address=None, console=Console(file=io.StringIO()))
+    study = _assert_complete(config.storage, 4)
+    runs = [t for t in study.get_trials(states=FINISHED) if t.user_attrs["role"] == "confirm"]
+    assert sorted(t.user_attrs["schedule"] for t in runs) == sorted(["1x3", "1x1,2x1,4x1"])
+    assert _retries(study)[lost.number] in runs and [r["seeds"] for r in rows] == [1, 1]
 
 
 def test_killed_worker_fails_its_trial_and_the_schedule_is_retried(tmp_path, study_toml):
