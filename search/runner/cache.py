@@ -5,7 +5,10 @@ does, even while the first copy still runs). A study's model, training config an
 stored config and corpus fingerprint guard that), so (schedule, seed) identifies a training run. A trial whose
 key matches a COMPLETE or PRUNED trial gets that trial's stored result; one whose key matches a RUNNING trial
 waits for it (holding no worker) and then gets its result. Either way it carries user attr `duplicate_of`.
-If the original fails, the waiting copy is failed too and its schedule queued again, so it trains for real.
+If the original fails, the waiting copy is failed too and its schedule queued again, so it trains for real, unless
+another trial holds the schedule (`holder`: the original's retry, typically). A copy lost with its driver or
+interrupted is queued again on the same terms. Queued next to a holder, a copy could only be served again, and a
+study at its target would never take it from the queue.
 A served trial is told to the sampler, so it learns, but does not count toward n_trials (search.storage.budget).
 """
 
@@ -54,18 +57,32 @@ def wait_for(original: FrozenTrial) -> ray.ObjectRef:
     return _clocks[job].after.remote(Wait(trial_id(original)), WAIT_POLL_S)
 
 
-def find_original(study: optuna.Study, schedule: str, seed: int, number: int) -> FrozenTrial | None:
-    """The first finished trial that trained `schedule` at `seed`, else the first one training it now."""
-    matches = [
+def _runs_of(study: optuna.Study, schedule: str, seed: int, number: int, states: tuple[TrialState, ...]) -> list[FrozenTrial]:
+    """Trials in `states` other than `number` that train `schedule` at `seed` themselves (served copies do not)."""
+    return [
         t
-        for t in study.get_trials(deepcopy=False, states=_USABLE)
+        for t in study.get_trials(deepcopy=False, states=states)
         if t.number != number
         and DUPLICATE_ATTR not in t.user_attrs
         and t.user_attrs.get(SCHEDULE) == schedule
         and t.user_attrs.get(SEED) == seed
     ]
+
+
+def find_original(study: optuna.Study, schedule: str, seed: int, number: int) -> FrozenTrial | None:
+    """The first finished trial that trained `schedule` at `seed`, else the first one training it now."""
+    matches = _runs_of(study, schedule, seed, number, _USABLE)
     finished = [t for t in matches if t.state != TrialState.RUNNING]
     return next(iter(finished or matches), None)
+
+
+def holder(study: optuna.Study, trial: FrozenTrial | optuna.Trial) -> FrozenTrial | None:
+    """For a served copy, a trial that trained, trains or is queued to train its schedule at its seed (then the
+    copy is not queued again); None for any other trial, or a copy whose schedule nothing else holds."""
+    attrs = trial.user_attrs
+    if DUPLICATE_ATTR not in attrs:
+        return None
+    return next(iter(_runs_of(study, attrs[SCHEDULE], attrs[SEED], trial.number, (*_USABLE, TrialState.WAITING))), None)
 
 
 def copy_result(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial) -> TrialState:

@@ -6,7 +6,8 @@
 Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession`, so torch
 is imported and the corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one
 trial it held. Every trial the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
-failed once their heartbeat is stale and their schedules are queued again.
+failed once their heartbeat is stale and their schedules are queued again (a served copy's only when no other
+trial holds its schedule: search.runner.cache.holder).
 """
 
 from __future__ import annotations
@@ -69,22 +70,31 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
     """Fail RUNNING trials whose driver stopped sending heartbeats and queue their schedules again.
 
     Failing a trial is a conditional update (it must still be RUNNING), so when two drivers race over one
-    stale trial exactly one of them wins and queues it again.
+    stale trial exactly one of them wins and queues it again. Failed only: a trial lost before its schedule was
+    drawn (nothing to run again), and a served copy whose schedule another trial holds (its original, if lost
+    too, is queued again in its own right).
     """
     storage = storage_of(study)
     family = family_for(stored_config(study))
     requeued = []
     for stale_id in stale_trial_ids(study):
+        trial = storage.get_trial(stale_id)
+        held_by = cache.holder(study, trial)
+        reason = "driver lost (heartbeat went stale)" + (_not_queued(held_by) if held_by is not None else "")
         try:  # the reason first: a finished trial's attrs can no longer be written
-            storage.set_trial_user_attr(stale_id, ERROR, "driver lost (heartbeat went stale)")
+            storage.set_trial_user_attr(stale_id, ERROR, reason)
             if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
                 continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
-        trial = storage.get_trial(stale_id)
-        _requeue(study, family, trial, attempt=trial.user_attrs.get(ATTEMPT, 0))
-        requeued.append(trial.number)
+        if held_by is None and SCHEDULE in trial.user_attrs:
+            _requeue(study, family, trial, attempt=trial.user_attrs.get(ATTEMPT, 0))
+            requeued.append(trial.number)
     return requeued
+
+
+def _not_queued(held_by: optuna.trial.FrozenTrial) -> str:
+    return f"; not queued again: trial {held_by.number} holds its schedule"
 
 
 def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optuna.Trial, attempt: int) -> None:
@@ -165,9 +175,6 @@ class Driver:
     def _budget(self) -> Budget:
         """Trained, training and served trials of the whole study, whichever driver owns them (search.storage.budget)."""
         return budget(self._db(self.study.get_trials, deepcopy=False), self.config.seed)
-
-    def n_trained(self) -> int:
-        return self._budget().trained
 
     def _heartbeat(self) -> None:
         now = time.monotonic()
@@ -302,16 +309,24 @@ class Driver:
                 tracker(self.study, frozen)
 
     def _fail(self, trial: optuna.Trial, reason: str, retry: bool = False, requeue: bool = False) -> None:
+        """Fail `trial`: queue it again (`requeue`), retry it while retries last (`retry`), else count a failure.
+        A served copy whose schedule another trial holds is neither queued again nor counted (cache.holder)."""
+        held_by = self._db(cache.holder, self.study, trial) if retry or requeue else None
+        if held_by is not None:
+            reason += _not_queued(held_by)
+        elif requeue:
+            reason += "; queued again"
         self._db(trial.set_user_attr, ERROR, reason)
         self._db(self.study.tell, trial, state=TrialState.FAIL)
         attempt = trial.user_attrs.get(ATTEMPT, 0)
-        if requeue:  # not the trial's fault (Ctrl-C, a failed original): run it again, count no failure
-            _requeue(self.study, self.family, trial, attempt=attempt)
-        elif retry and attempt < self.config.resources.max_retries:
-            _requeue(self.study, self.family, trial, attempt=attempt + 1)
-            reason += f" (retry {attempt + 1}/{self.config.resources.max_retries} queued)"
-        else:
-            self.failures += 1
+        if held_by is None:
+            if requeue:  # not the trial's fault (Ctrl-C, a failed original): run it again, count no failure
+                _requeue(self.study, self.family, trial, attempt=attempt)
+            elif retry and attempt < self.config.resources.max_retries:
+                _requeue(self.study, self.family, trial, attempt=attempt + 1)
+                reason += f" (retry {attempt + 1}/{self.config.resources.max_retries} queued)"
+            else:
+                self.failures += 1
         if self.progress:
             self.progress.finished(trial.number, "FAIL", None, reason)
 
@@ -334,7 +349,7 @@ class Driver:
         if original.state == TrialState.RUNNING:
             self.in_flight[cache.wait_for(original)] = job
         elif original.state == TrialState.FAIL:
-            self._fail(job.trial, f"original trial {original.number} failed; queued again", requeue=True)
+            self._fail(job.trial, f"original trial {original.number} failed", requeue=True)
         else:
             state = cache.copy_result(self.study, job.trial, original)
             self._track(job.trial)
@@ -394,7 +409,7 @@ class Driver:
             still_running = {trial_id(t) for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
             for trial in self.asked:
                 if trial_id(trial) in still_running:
-                    self._fail(trial, "interrupted (Ctrl-C); queued again for resume", requeue=SCHEDULE in trial.user_attrs)
+                    self._fail(trial, "interrupted (Ctrl-C)", requeue=SCHEDULE in trial.user_attrs)
             self.in_flight.clear()
             raise
         if self._too_many_failures():

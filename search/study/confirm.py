@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.attrs import ATTR_CONFIRMATION, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
+from search.storage.budget import budget
 from search.storage.records import enqueue, stored_config
 from search.storage.summary import confirmation_rows, ranked
 from search.study.pruning import make_stopping
@@ -74,7 +75,10 @@ def run_confirmation(study: optuna.Study, fingerprint: str, top: int, seeds: int
     requeue_stale_trials(study)  # runs of a stopped `confirm` (or run) whose driver died are queued again
     queued = plan(study, top, seeds)
     driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
-    target = driver.n_trained() + queued
+    # running trials count: a dead driver's whose heartbeat is not stale yet is queued again while this one
+    # runs, and its retry must train too
+    done = budget(study.get_trials(deepcopy=False), config.seed)
+    target = done.trained + done.running + queued
     if progress is not None:
         progress.target = target  # what is really left, now that runs held from an earlier `confirm` are known
     driver.run(target, n_workers)

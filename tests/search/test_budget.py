@@ -74,7 +74,7 @@ def test_a_study_trains_n_trials_distinct_schedules_and_serves_the_duplicates_on
     trials = optuna.load_study(study_name=config.name, storage=config.storage).trials
     trained = [t for t in trials if t.state in FINISHED and DUPLICATE_ATTR not in t.user_attrs]
     served = [t for t in trials if DUPLICATE_ATTR in t.user_attrs]
-    assert len(trained) == config.n_trials and driver.n_trained() == config.n_trials and driver.exhausted is None
+    assert len(trained) == config.n_trials and budget(trials, config.seed).trained == config.n_trials and driver.exhausted is None
     assert len({(t.user_attrs["schedule"], t.user_attrs["seed"]) for t in trained}) == config.n_trials  # all distinct
     assert len(served) == 3 and all(t.state in FINISHED for t in served)
     for t in served:  # told to the sampler with its original's outcome

@@ -5,7 +5,7 @@ import pytest
 from optuna.trial import TrialState
 
 from search.attrs import DUPLICATE_ATTR
-from search.runner.cache import copy_result, find_original
+from search.runner.cache import copy_result, find_original, holder
 
 
 def _trial(study, schedule, seed=0, **attrs):
@@ -66,3 +66,18 @@ def test_a_multi_objective_copy_keeps_both_values(tmp_path):
     copy = _trial(study, "1x3")
     copy_result(study, copy, study.trials[0])
     assert study.trials[1].values == [3.1, 2000.0] and study.trials[1].user_attrs["rung_0"] == 3.25
+
+
+def test_a_copy_is_held_by_a_trial_that_trains_its_schedule_even_one_still_queued(study):
+    original = _trial(study, "1x2,4x1")
+    copy = _trial(study, "1x2,4x1", **{DUPLICATE_ATTR: original.number})
+    assert holder(study, original) is None  # not a copy: what it trains is its own
+    assert holder(study, copy).number == original.number  # running
+    study.tell(original, state=TrialState.FAIL)
+    assert holder(study, copy) is None  # failed for good: the copy is what is left of the schedule
+    study.enqueue_trial({}, user_attrs={"schedule": "1x2,4x1", "seed": 0, "role": "search", "retry_of": original.number})
+    assert holder(study, copy).state == TrialState.WAITING  # the original's retry
+    lone = _trial(study, "2x3", **{DUPLICATE_ATTR: 0})
+    _trial(study, "2x3", seed=1)
+    _trial(study, "2x3", **{DUPLICATE_ATTR: 0})
+    assert holder(study, lone) is None  # another seed's run is another run, and another copy trains nothing

@@ -1,5 +1,7 @@
-"""Crashes for real: a SIGKILLed driver, a killed worker, a database that goes away, two drivers on one study."""
+"""Crashes for real: a SIGKILLed driver, a killed worker, a database that goes away, two drivers on one study; and
+what a driver killed at a chosen moment leaves in the database, written with the calls it makes, then resumed."""
 
+import io
 import os
 import random
 import signal
@@ -12,16 +14,23 @@ import time
 import optuna
 import pytest
 from optuna.trial import TrialState
+from rich.console import Console
 
+from prism import Schedule
+from search.attrs import DUPLICATE_ATTR, ROLE_SEARCH
+from search.config import family_for
 from search.progress import Progress
 from search.runner import driver as driver_module
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import DatabaseUnavailable, Driver
 from search.runner.undelivered import deliver_undelivered, undelivered_path
-from search.storage import open_storage
+from search.storage import database, open_storage
+from search.storage._optuna import storage_of, trial_id
 from search.storage.budget import budget
-from search.storage.records import FINISHED
+from search.storage.records import FINISHED, enqueue, schedule_attrs
+from search.study.confirm import plan
 from search.study.create import open_study
+from search.study.lifecycle import confirm, execute
 from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
@@ -95,7 +104,109 @@ def test_driver_sigkill_at_a_random_moment_then_resume(tmp_path, study_toml):
     assert {n: after[n] for n in before} == before  # nothing finished was lost or changed
     for lost in [t for t in study.trials if "driver lost" in t.user_attrs.get("error", "")]:
         retries = [t for t in study.trials if t.user_attrs.get("retry_of") == lost.number]
-        assert len(retries) == 1 and retries[0].user_attrs["schedule"] == lost.user_attrs["schedule"]
+        if "schedule" not in lost.user_attrs or "duplicate_of" in lost.user_attrs:
+            assert not retries  # none drawn yet, or a served copy: its original (or that one's retry) trains it
+        else:
+            assert len(retries) == 1 and retries[0].user_attrs["schedule"] == lost.user_attrs["schedule"]
+
+
+@pytest.fixture
+def fast_heartbeat(monkeypatch):
+    """FAST_HEARTBEAT for the storages this process opens: a lost driver's trials go stale in seconds."""
+    monkeypatch.setattr(database, "HEARTBEAT_INTERVAL_S", int(FAST_HEARTBEAT["PRISM_SEARCH_HEARTBEAT_S"]))
+    monkeypatch.setattr(database, "GRACE_PERIOD_S", int(FAST_HEARTBEAT["PRISM_SEARCH_GRACE_S"]))
+    return database.GRACE_PERIOD_S
+
+
+def _one_worker_study(tiny_config, n_trials):
+    """The tiny study with one baseline seed and one worker, created and queued as `run` creates it."""
+    config = tiny_config.model_copy(update={"n_trials": n_trials})
+    config = config.model_copy(
+        update={
+            "search": config.search.model_copy(update={"baseline_seeds": 1}),
+            "resources": config.resources.model_copy(update={"workers": 1}),
+        }
+    )
+    return config, open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+
+
+def _taken_by_a_driver_that_dies(study, duplicate_of=None):
+    """What a driver writes when it takes its next trial (Driver._dispatch: ask, heartbeat; a served copy is
+    marked as one) before it is killed: the trial stays RUNNING with its last heartbeat."""
+    trial = study.ask()
+    storage_of(study).record_heartbeat(trial_id(trial))
+    if duplicate_of is not None:
+        trial.set_user_attr(DUPLICATE_ATTR, duplicate_of.number)
+    return trial
+
+
+def _retries(study):
+    return {t.user_attrs["retry_of"]: t for t in study.trials if "retry_of" in t.user_attrs}
+
+
+def test_resume_runs_again_a_lost_trial_but_not_its_lost_served_copy(ray_local, tiny_config, fast_heartbeat):
+    """The dead driver held the baseline and a trial of the same schedule waiting for its result. Only the
+    baseline is queued again: the copy trained nothing, queued again it could only be served, and once the study
+    reached its target (here the baseline's retry fills it) it would be left waiting for ever."""
+    config, study = _one_worker_study(tiny_config, n_trials=1)
+    original = _taken_by_a_driver_that_dies(study)  # the baseline, queued at creation
+    enqueue(study, family_for(config), config.baseline, role=ROLE_SEARCH, seed=config.seed)
+    copy = _taken_by_a_driver_that_dies(study, duplicate_of=original)
+    time.sleep(fast_heartbeat + 1.1)  # SQLite keeps whole seconds: both heartbeats are now older than the grace
+    execute(config, None, resume=True, console=Console(file=io.StringIO()))
+    study = _assert_complete(config.storage, 1)
+    assert "driver lost" in study.trials[copy.number].user_attrs["error"]
+    retries = _retries(study)
+    assert list(retries) == [original.number] and retries[original.number].state == TrialState.COMPLETE
+
+
+def test_resume_does_not_queue_again_its_copy_of_a_trial_lost_after_it_started(ray_local, tiny_config, fast_heartbeat):
+    """At resume the dead driver's baseline is not stale yet: the resumed driver serves a queued trial of the same
+    schedule from it (it waits), then recovers the baseline (queued again). The waiting copy fails with its
+    original but is not queued again: the baseline's retry trains the schedule, and a second queued copy of it
+    could be left waiting once the study is full (the flaky `kill at a random moment` failure)."""
+    config, study = _one_worker_study(tiny_config, n_trials=2)
+    enqueue(study, family_for(config), config.baseline, role=ROLE_SEARCH, seed=config.seed)
+    original = _taken_by_a_driver_that_dies(study)
+    execute(config, None, resume=True, console=Console(file=io.StringIO()))
+    study = _assert_complete(config.storage, 2)
+    copy = study.trials[original.number + 1]
+    assert copy.user_attrs[DUPLICATE_ATTR] == original.number and copy.state == TrialState.FAIL  # it waited, then failed
+    retries = _retries(study)
+    assert copy.number not in retries and retries[original.number].state == TrialState.COMPLETE
+
+
+def test_resume_fails_a_trial_lost_before_its_schedule_was_drawn_and_queues_nothing(tiny_config, fast_heartbeat):
+    """A driver killed between asking the sampler and storing the schedule leaves a RUNNING trial without one:
+    resume fails it and has nothing to queue again (it used to stop on a KeyError)."""
+    config, study = _one_worker_study(tiny_config, n_trials=1)
+    study.tell(study.ask(), [3.0])  # the baseline, its result made up: the study has its one trained trial
+    lost = _taken_by_a_driver_that_dies(study)  # the queue is empty: a sampler trial, no schedule drawn yet
+    time.sleep(fast_heartbeat + 1.1)
+    out = io.StringIO()
+    execute(config, None, resume=True, console=Console(file=out))
+    assert "already has 1/1 trained trials; nothing to run" in out.getvalue()
+    study = _assert_complete(config.storage, 1)
+    assert study.trials[lost.number].state == TrialState.FAIL and "driver lost" in study.trials[lost.number].user_attrs["error"]
+
+
+def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local, tiny_config, fast_heartbeat):
+    """A `confirm` killed while training a run it planned, confirmed again before that run's heartbeat is stale:
+    the lost run is recovered while the second `confirm` trains, and it trains too. Counting only the queue, the
+    target was one short: the run's retry was left waiting and its seed missing from the confirmation."""
+    config, study = _one_worker_study(tiny_config, n_trials=2)
+    study.tell(study.ask(), [3.0])  # a finished search, its results made up: the baseline queued at creation,
+    best = study.ask()  # and one schedule better than it
+    for key, value in schedule_attrs(Schedule.parse("1x1,2x1,4x1"), ROLE_SEARCH, config.seed).items():
+        best.set_user_attr(key, value)
+    study.tell(best, [2.5])
+    assert plan(study, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
+    lost = _taken_by_a_driver_that_dies(study)
+    rows = confirm(study, 1, 1, workers=1, address=None, console=Console(file=io.StringIO()))
+    study = _assert_complete(config.storage, 4)
+    runs = [t for t in study.get_trials(states=FINISHED) if t.user_attrs["role"] == "confirm"]
+    assert sorted(t.user_attrs["schedule"] for t in runs) == sorted(["1x3", "1x1,2x1,4x1"])
+    assert _retries(study)[lost.number] in runs and [r["seeds"] for r in rows] == [1, 1]
 
 
 def test_killed_worker_fails_its_trial_and_the_schedule_is_retried(tmp_path, study_toml):
