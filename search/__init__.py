@@ -13,10 +13,11 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
-    from search.storage import mask_url, open_storage
+    from search.storage import open_storage
     from search.storage.summary import Summary, summarize
     from search.study.create import load_study, open_study
     from search.study.samplers import ScheduleGridSampler, make_sampler
+    from search.urls import mask_url
 
 _EXPORTS = {
     "search.config": ("StudyConfig", "load_config", "parse_config"),
@@ -32,7 +33,8 @@ _EXPORTS = {
     ),
     "search.runner.driver": ("Driver", "connect_ray", "requeue_stale_trials"),
     "search.runner.worker": ("TrialSession", "TrialSpec", "run_trial", "throughput_ratio"),
-    "search.storage": ("mask_url", "open_storage"),
+    "search.storage": ("open_storage",),
+    "search.urls": ("mask_url",),
     "search.storage.summary": ("Summary", "summarize"),
     "search.study.create": ("load_study", "open_study"),
     "search.study.samplers": ("ScheduleGridSampler", "make_sampler"),

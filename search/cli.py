@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
-from search.storage import mask_url, open_storage
+from search.storage import open_storage
+from search.urls import mask_url
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 console = Console()
@@ -218,6 +219,7 @@ def confirm(
     storage: str | None = StorageOpt,
     workers: int | None = WorkersOpt,
     address: str | None = AddressOpt,
+    track: list[str] | None = TrackOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
     from search.preflight import preflight
@@ -225,8 +227,8 @@ def confirm(
     from search.study.lifecycle import confirm as confirm_study
 
     study = _stored(name, storage)
-    preflight(_with_overrides(stored_config(study), storage or DEFAULT_STORAGE, None, workers), address=address)
-    rows = confirm_study(study, top, seeds, workers, address, console)
+    preflight(_with_overrides(stored_config(study), storage or DEFAULT_STORAGE, None, workers, track), address=address)
+    rows = confirm_study(study, top, seeds, workers, address, console, track)
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
 

@@ -67,6 +67,7 @@ FORBIDDEN = {
     "prism": ("search", "optuna", "ray"),  # the library knows nothing of the service
     "search.errors": ("search", "prism"),
     "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
+    "search.urls": ("search", "prism", "optuna", "ray", "torch"),  # URL masking: storage, trackers and displays alike
     "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
     "search.references": _SERVICE + ("search.config",),
     "search.config": _SERVICE,

@@ -9,7 +9,7 @@ import optuna
 from search.dashboard.app import DashboardError, open_readonly
 from search.dashboard.pages import study_page
 from search.dashboard.views import study_view
-from search.storage import mask_url
+from search.urls import mask_url
 
 
 def write_report(storage_url: str, name: str, output: str | Path) -> Path:

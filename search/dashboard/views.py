@@ -26,10 +26,10 @@ from optuna.trial import FrozenTrial, TrialState
 from prism import Schedule, ScheduleError
 from search.attrs import ATTR_AUDIT, CURVE, ERROR, HEADS_PREFIX, PRUNED_AT_TOKENS, ROLE, ROLE_CONFIRM, ROLE_SEARCH, SCHEDULE, SEED, WORKER
 from search.config import ConfigError, PrismSearchError, StudyConfig
-from search.storage import mask_url
 from search.storage._optuna import set_trial_id, trial_id
 from search.storage.records import stored_config
 from search.storage.summary import Summary, is_paired_baseline, summarize
+from search.urls import mask_url
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from search.storage.database import (
     check_url,
     creation_lock,
     driver_lock,
-    mask_url,
     open_storage,
 )
 
@@ -23,6 +22,5 @@ __all__ = [
     "check_url",
     "creation_lock",
     "driver_lock",
-    "mask_url",
     "open_storage",
 ]

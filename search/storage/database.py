@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import re
 import sqlite3
 import warnings
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
 from search.storage._optuna import schema_revisions, schema_tables
+from search.urls import mask_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -33,19 +33,6 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 # (tests shorten them; a cluster on a slow network may lengthen them).
 HEARTBEAT_INTERVAL_S = int(os.environ.get("PRISM_SEARCH_HEARTBEAT_S", 10))
 GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
-
-
-# the password of `user:pw@` or `:pw@`: up to the last `@` before the path, or, for one holding a raw `/`,
-# up to the first `@` (where SQLAlchemy ends it)
-# not anchored: URLs are masked inside messages and tracebacks too; a URL ends at whitespace or a quote
-_URL_PASSWORD = re.compile(r"([A-Za-z][\w+.-]*://[^:/?#@\s'\"]*):(?:[^/?#\s'\"]*|[^@?#\s'\"]*)@")
-_QUERY_SECRET = re.compile(r"([?&;][^=&#;]*(?:pass|pwd|secret|token)[^=&#;]*=)[^&#;]*", re.IGNORECASE)
-
-
-def mask_url(url: str) -> str:
-    """Hide the credentials of a URL (`user:pw@`, `:pw@`, `?password=`, percent-encoded or not) wherever it is
-    printed, logged or stored: a study keeps its config, and anyone who can read the study could read them."""
-    return _QUERY_SECRET.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", url))
 
 
 def check_url(url: str) -> None:

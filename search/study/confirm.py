@@ -67,11 +67,13 @@ def collect(study: optuna.Study) -> list[dict]:
     return [r for r in rows if r["schedule"] in planned]
 
 
-def run_confirmation(study: optuna.Study, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None) -> list[dict]:
-    """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules."""
+def run_confirmation(
+    study: optuna.Study, config: StudyConfig, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None
+) -> list[dict]:
+    """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules; `config`
+    is the study's stored one with the command's overrides (workers, trackers)."""
     from search.runner.driver import Driver, requeue_stale_trials  # the driver needs Ray; planning and collecting don't
 
-    config = stored_config(study)
     requeue_stale_trials(study)  # runs of a stopped `confirm` (or run) whose driver died are queued again
     queued = plan(study, top, seeds)
     driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))

@@ -15,10 +15,10 @@ from optuna.trial import TrialState
 
 from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, REFERENCE, ROLE, ROLE_BASELINE, ROLE_REFERENCE, SCHEDULE, SEED
 from search.config import OBJECTIVES, PrismSearchError, StudyConfig, family_for, references_for
-from search.storage.database import mask_url
 from search.storage.records import enqueue, find_study, stored_config
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
+from search.urls import mask_url
 
 if TYPE_CHECKING:
     from prism import Schedule
@@ -72,9 +72,12 @@ def check_same_corpus(study: optuna.Study, fingerprint: str, *, fix: str) -> Non
 
 
 def store_config(study: optuna.Study, config: StudyConfig) -> None:
-    """Store the config with its storage URL masked: a study never keeps credentials. Every reader takes the real
-    URL from where it opened the study (--storage, or the default), never from the stored config."""
-    study.set_user_attr(ATTR_CONFIG, config.model_copy(update={"storage": mask_url(config.storage)}).model_dump_json())
+    """Store the config with its storage URL and tracking URIs masked: a study never keeps credentials. Every
+    reader takes the real storage URL from where it opened the study (--storage, or the default); a tracker whose
+    URI lost its credentials here is refused until `--track` gives it again (search.tracking.make_trackers)."""
+    tracking = {name: mask_url(uri) for name, uri in config.tracking.model_dump().items() if uri is not None}
+    masked = config.model_copy(update={"storage": mask_url(config.storage), "tracking": config.tracking.model_copy(update=tracking)})
+    study.set_user_attr(ATTR_CONFIG, masked.model_dump_json())
 
 
 def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig) -> list[str]:

@@ -106,12 +106,17 @@ def _drive(
     return study, time.monotonic() - started
 
 
-def confirm(study: optuna.Study, top: int, seeds: int, workers: int | None, address: str | None, console: Console) -> list[dict]:
-    """Re-train the `top` schedules and uniform on fresh seeds (search.study.confirm); returns the confirmation rows."""
+def confirm(
+    study: optuna.Study, top: int, seeds: int, workers: int | None, address: str | None, console: Console, track: list[str] | None = None
+) -> list[dict]:
+    """Re-train the `top` schedules and uniform on fresh seeds (search.study.confirm); returns the confirmation rows.
+    `track`: --track flags on top of the stored trackers (a stored URI keeps no credentials: search.urls)."""
     from search.progress import Progress
     from search.runner.driver import connect_ray
 
     config = stored_config(study)
+    if track:
+        config = config.model_copy(update={"tracking": config.tracking.with_flags(track)})
     planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
     fingerprint = corpus_fingerprint(config)
     check_same_corpus(study, fingerprint, fix="confirm where the study's corpus is")
@@ -122,7 +127,7 @@ def confirm(study: optuna.Study, top: int, seeds: int, workers: int | None, addr
         progress = Progress(study.study_name, done + planned, done, console=console)
         try:
             with sigterm_as_ctrl_c():
-                return run_confirmation(study, fingerprint, top, seeds, n_workers, progress)
+                return run_confirmation(study, config, fingerprint, top, seeds, n_workers, progress)
         finally:
             progress.close()
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import importlib.util
 
 from search.config import PrismSearchError, TrackingSection
+from search.errors import ConfigError
 from search.tracking._base import Tracker, TrialRecord
 from search.tracking._mlflow import MLflowTracker
 from search.tracking._tensorboard import TensorBoardTracker
 from search.tracking._wandb import WandbTracker
+from search.urls import lost_credentials, mask_url
 
 __all__ = ["Tracker", "TrialRecord", "MLflowTracker", "TensorBoardTracker", "WandbTracker", "make_trackers"]
 
@@ -21,12 +23,18 @@ MODULES = {"mlflow": "mlflow", "tensorboard": "tensorboard", "wandb": "wandb"}  
 
 
 def make_trackers(tracking: TrackingSection) -> list[Tracker]:
-    """The configured trackers; a missing library is a one-line error naming the extra to install."""
+    """The configured trackers; a missing library, or a URI whose credentials the stored config masked, is a
+    one-line error naming the fix."""
     trackers = []
     for name, cls in TRACKERS.items():
         target = getattr(tracking, name)
         if target is None:
             continue
+        if lost_credentials(target):
+            raise ConfigError(
+                f"tracking.{name} {mask_url(target)!r}: a study stores tracking URIs without their credentials; "
+                f"fix: give it again with --track {name}=URI"
+            )
         if importlib.util.find_spec(MODULES[name]) is None:
             raise PrismSearchError(f"tracking.{name} needs {MODULES[name]}: pip install 'prism-search[{name}]'")
         trackers.append(cls(target))

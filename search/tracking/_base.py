@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from search.attrs import CURVE, HEADS_PREFIX, ROLE, ROLE_SEARCH, SCHEDULE, SEED, heads_attr
+from search.urls import mask_url
 
 logger = logging.getLogger("search.tracking")
 
@@ -80,8 +81,8 @@ class Tracker(ABC):
             logger.warning(
                 "tracking.%s (%s) failed on trial %d, the study goes on without it: %s: %s",
                 self.name,
-                self.target,
+                mask_url(self.target),
                 trial.number,
                 type(e).__name__,
-                str(e).splitlines()[0] if str(e) else "",
+                mask_url(str(e).splitlines()[0]) if str(e) else "",  # a client's error may quote the URI
             )

@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -23,6 +24,8 @@ from search.storage.budget import is_served
 from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
+from search.tracking import Tracker
+from search.urls import mask_url
 from tests.search.conftest import ROOT
 from tests.search.runner.test_cluster import _free_port
 
@@ -47,6 +50,23 @@ def test_a_missing_tracker_library_is_one_line_before_anything(tmp_path, tracker
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert result.stderr == f"error: tracking.{tracker} needs {tracker}: pip install 'prism-search[{tracker}]'\n"
     assert not db.exists()  # refused before the storage was opened
+
+
+def test_a_failing_tracker_warns_with_its_uri_and_error_masked(caplog):
+    """The warning names the tracker's URI and the client's error, both of which may hold a password."""
+    uri = f"http://prism:s3cret@127.0.0.1:{_free_port()}"
+
+    class Leaky(Tracker):  # a client whose error quotes the URI it was given, as HTTP clients do
+        name = "mlflow"
+
+        def log_trial(self, study_name, record):
+            raise ConnectionError(f"cannot reach {self.target}/api/2.0/mlflow")
+
+    trial = optuna.trial.create_trial(value=1.0, user_attrs={"schedule": "2x2", "heads_00": 2, "heads_01": 2})
+    with caplog.at_level(logging.WARNING, logger="search.tracking"):
+        Leaky(uri)(optuna.create_study(study_name="s"), trial)
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "search.tracking"]
+    assert "s3cret" not in warning and warning.count(mask_url(uri)) == 2, warning
 
 
 def _run(config, n_trials: int, **tracking):
@@ -184,9 +204,10 @@ def test_a_real_mlflow_server_gets_the_study(ray_local, tiny_config, mlflow_serv
 
 @pytest.mark.e2e
 def test_an_unreachable_tracker_is_a_warning_and_the_study_goes_on(ray_local, tiny_config, tmp_path, caplog):
-    closed = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    closed = f"http://prism:s3cret@127.0.0.1:{_free_port()}"  # nothing listens there; its password is never shown
     with caplog.at_level(logging.WARNING, logger="search.tracking"):
         finished = _run(tiny_config, 2, mlflow=closed, tensorboard=str(tmp_path / "tb"))
     warnings = [r.getMessage() for r in caplog.records if r.name == "search.tracking"]
-    assert len(warnings) == 1 and warnings[0].startswith(f"tracking.mlflow ({closed}) failed on trial")
+    assert len(warnings) == 1 and warnings[0].startswith(f"tracking.mlflow ({mask_url(closed)}) failed on trial")
+    assert "s3cret" not in warnings[0]
     _check_tensorboard(tmp_path / "tb", finished)  # the other tracker kept logging

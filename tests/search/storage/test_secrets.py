@@ -11,9 +11,14 @@ import optuna
 import pytest
 import sqlalchemy
 
-from search.storage import mask_url
+from search.config import TrackingSection
+from search.runner.corpus import corpus_fingerprint
+from search.storage import open_storage
+from search.study.create import open_study
+from search.urls import mask_url
 from tests.search.conftest import ROOT
 from tests.search.pg import ADMIN_URL
+from tests.search.storage.test_read_only import snapshot
 
 
 @pytest.mark.parametrize(
@@ -81,3 +86,24 @@ def test_a_password_in_the_storage_url_is_stored_nowhere_and_resume_takes_it_aga
             conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
             conn.execute(sqlalchemy.text(f'DROP ROLE IF EXISTS "{role}"'))
         admin.dispose()
+
+
+def test_tracking_uris_are_stored_masked_and_resume_or_confirm_asks_for_them_again(tmp_path, tiny_config):
+    """A study keeps no tracker password either; a command that would log with the masked URI stops at one line
+    naming `--track`, before it writes anything."""
+    uri = "http://prism:s3cret@127.0.0.1:5999"
+    config = tiny_config.model_copy(update={"tracking": TrackingSection(mlflow=uri)})
+    storage = open_storage(config.storage)
+    stored = open_study(config, storage, corpus_fingerprint(config)).user_attrs["prism.config"]
+    assert "s3cret" not in stored and json.loads(stored)["tracking"]["mlflow"] == mask_url(uri)
+    storage.engine.dispose()  # the last connection closed: SQLite folds its write-ahead log into the file
+
+    before = snapshot(tmp_path)
+    for command in (["resume", "tiny"], ["confirm", "tiny"]):
+        result = _cli(*command, "--storage", config.storage)
+        assert result.returncode == 2 and result.stdout == "", result.stderr
+        assert result.stderr == (
+            f"error: tracking.mlflow {mask_url(uri)!r}: a study stores tracking URIs without their credentials; "
+            "fix: give it again with --track mlflow=URI\n"
+        )
+    assert snapshot(tmp_path) == before
