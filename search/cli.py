@@ -179,7 +179,8 @@ def status(
         print(json.dumps([summarize(s).to_dict() for s in studies], indent=2))
         return
     if not studies:
-        console.print(f"no studies in {mask_url(storage or DEFAULT_STORAGE)}")
+        where = mask_url(storage or DEFAULT_STORAGE)
+        console.print(f"no prism-search studies in {where} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
     for study in studies:
         _print_summary(study, None)
 

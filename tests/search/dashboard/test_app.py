@@ -4,6 +4,8 @@ import hashlib
 import json
 import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -11,6 +13,7 @@ import pytest
 
 from search.dashboard import Dashboard, DashboardError, bind_warning, make_server_for
 from search.dashboard.synthetic import synthetic_study
+from tests.search.conftest import ROOT
 from tests.search.dashboard.conftest import quickstart
 
 
@@ -180,3 +183,15 @@ def test_dashboard_reads_a_postgresql_study(postgres_url):
     status, html = get(app, "/study/pg")
     assert status == "200 OK" and {"history", "pareto", "heatmap", "curves", "fidelity", "timeline"} <= figure_ids(html)
     assert get(app, "/study/pg/trial/2")[0] == "200 OK"
+
+
+def test_a_database_with_optunas_tables_and_no_study_says_so_like_the_cli(tmp_path):
+    """Optuna's schema but no study yet (a fresh PostgreSQL database after `run` was refused, a file made by
+    another Optuna tool): not an empty table, the same sentence as `status`."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    optuna.storages.RDBStorage(url).engine.dispose()  # the tables, no study
+    status, html = get(Dashboard(url), "/")
+    assert status == "200 OK" and 'id="studies"' not in html
+    assert "no prism-search studies in this storage yet; start one with <code>prism-search run" in html
+    cli = subprocess.run([sys.executable, "-m", "search.cli", "status", "--storage", url], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 0 and cli.stdout.startswith(f"no prism-search studies in {url} yet; start one with"), cli
