@@ -1,7 +1,8 @@
 """Per-layer attention distance of chosen schedules, for docs/results.md (question 6: do early layers get more local?).
 
 Trains each schedule once with a study's config at its seed through `prism-search train`'s own path
-(search.runner.single.train_single) and measures every layer on the corpus's validation text (prism.analysis).
+(search.runner.single.train_single, on the study's cpus_per_trial threads like its workers, so each model is the
+study's run bit for bit) and measures every layer on the corpus's validation text (prism.analysis).
 The table goes to docs/results/attention.json, which scripts/results.py draws without retraining:
 
     .venv/bin/python scripts/attention_profiles.py --config studies/bench-main.toml 2x6 2x2,4x4 1x2,2x4
@@ -13,8 +14,6 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
-
-import torch
 
 from prism import Schedule
 from search.config import load_config
@@ -30,9 +29,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     config = load_config(args.config)
-    # the study's workers train on cpus_per_trial threads; another thread count changes the order of float
-    # reductions (measured: 1 vs 2 threads differ in the 7th digit after 30 steps), which 1,000 steps amplify
-    torch.set_num_threads(config.resources.cpus_per_trial)
     table = json.loads(args.out.read_text()) if args.out.is_file() else {}
     for text in args.schedules:
         run = train_single(config, Schedule.parse(text), analyze=True)

@@ -280,6 +280,13 @@ def train(
         None, "--seed", min=0, help="seed of the initial weights, data order and validation batches (default: the config's seed)"
     ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:1, ..."),
+    threads: int | None = typer.Option(
+        None,
+        "--threads",
+        min=1,
+        help="torch CPU threads (default: the config's resources.cpus_per_trial, as a study's workers use, so the run"
+        " is the study's bit for bit; another count reorders float sums)",
+    ),
     save: str | None = typer.Option(None, "--save", help="write the checkpoint to this directory"),
     analyze: bool = typer.Option(False, "--analyze", help="print the per-layer metrics table"),
     as_json: bool = typer.Option(False, "--json", help="print the result record as JSON"),
@@ -295,6 +302,7 @@ def train(
         "train.steps": steps,
         "train.warmup_steps": warmup_steps,
         "seed": seed,
+        "resources.cpus_per_trial": threads,
     }
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)

@@ -100,7 +100,7 @@ def train_single(
             corpus=config.data.corpus,
             val_fraction=config.data.val_fraction,
             corpus_fingerprint=fingerprint,
-            threads=torch.get_num_threads(),
+            threads=config.resources.cpus_per_trial,  # a study's workers' count: the same run, bit for bit
             corpus_options=config.data.corpus_options(),
             checkpoint_dir=save or (scratch if analyze else None),
             keep_checkpoints="best",

@@ -5,12 +5,21 @@ import json
 import subprocess
 import sys
 
+import pytest
+import torch
 from typer.testing import CliRunner
 
 from prism import load_checkpoint
 from search.cli import app
 from search.config import ConfigError
-from search.runner.single import resolve
+from search.runner.corpus import corpus_fingerprint
+from search.runner.driver import Driver
+from search.runner.single import resolve, train_single
+from search.storage import open_storage
+from search.storage.records import FINISHED
+from search.storage.summary import is_paired_baseline
+from search.study.create import open_study
+from search.study.pruning import make_stopping
 
 from .conftest import ROOT
 
@@ -73,3 +82,18 @@ def test_every_train_option_says_what_it_does():
     train = next(c for c in app.registered_commands if c.callback.__name__ == "train")
     options = [p.default for p in inspect.signature(train.callback).parameters.values()]
     assert len(options) >= 12 and all(o.help for o in options), [o.param_decls for o in options if not o.help]
+
+
+@pytest.mark.e2e
+def test_train_with_a_study_config_reproduces_the_studys_run_bit_for_bit(ray_local, tiny_config):
+    """`train` runs on the study's cpus_per_trial threads, as its workers do: the baseline at the study seed is the
+    same run, to the last bit (another thread count reorders float sums, which training amplifies)."""
+    config = tiny_config  # cpus_per_trial = 1
+    fingerprint = corpus_fingerprint(config)
+    study = open_study(config, open_storage(config.storage), fingerprint)
+    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(1, n_workers=1)
+    (baseline,) = [t for t in study.get_trials(states=FINISHED) if is_paired_baseline(t.user_attrs, config)]
+    torch.set_num_threads(2)  # torch's default on a 2-core machine
+    run = train_single(config, config.baseline)
+    assert torch.get_num_threads() == config.resources.cpus_per_trial == 1  # what the run used: the config's count
+    assert run.result.final_val_loss == baseline.value
