@@ -135,6 +135,12 @@ def is_paired_baseline(user_attrs: Mapping, config: StudyConfig) -> bool:
     return user_attrs.get(ROLE) == ROLE_BASELINE and user_attrs.get(SEED) == config.seed
 
 
+def paired_baseline(trials: list[FrozenTrial], config: StudyConfig) -> FrozenTrial | None:
+    """The paired baseline's COMPLETE run (a retry comes after its failed try), never a search trial or confirm
+    run that happens to train the uniform schedule."""
+    return next((t for t in trials if t.state == TrialState.COMPLETE and t.values and is_paired_baseline(t.user_attrs, config)), None)
+
+
 def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
     """Val loss of each (schedule, seed) over COMPLETE trials of any role, counted once: a duplicate served by
     the cache shares its original's values, and the same schedule at the same seed is the same run."""
@@ -221,6 +227,10 @@ def summarize(study: optuna.Study) -> Summary:
     best: FrozenTrial | None = next(iter(competing), None)
     baseline = str(config.baseline)
     runs = paired_runs(trials)
+    # uniform at the study seed is the paired baseline's run alone: its value and every gap paired with it
+    runs.pop((baseline, config.seed), None)
+    if (paired := paired_baseline(trials, config)) is not None:
+        runs[(baseline, config.seed)] = val_loss(paired)
     confirm_seeds = confirm_seeds_run(trials)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
     n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing})

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 from rich.console import Console
 
 from prism import Schedule
@@ -33,7 +33,7 @@ from search.storage import creation_lock, driver_lock, open_storage
 from search.storage._optuna import storage_url
 from search.storage.budget import budget, exhausted
 from search.storage.records import enqueue, stored_config
-from search.storage.summary import is_paired_baseline
+from search.storage.summary import paired_baseline
 from search.study.confirm import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
@@ -215,18 +215,13 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
     return config.model_copy(update={"keep_checkpoints": "all", "checkpoint_dir": str(Path(config.checkpoint_dir).absolute())})
 
 
-def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if is_paired_baseline(t.user_attrs, config):
-            return t
-    raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
-
-
 def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4) -> dict:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
     from search.priors import audit_model, load_source, make_prior  # torch
 
-    trial = paired_baseline(study, config)
+    trial = paired_baseline(study.get_trials(deepcopy=False), config)
+    if trial is None:
+        raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
     path = trial.user_attrs.get(ATTR_CHECKPOINT)
     if not path:
         raise AuditError(
