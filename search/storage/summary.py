@@ -16,12 +16,12 @@ from functools import lru_cache
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import CURVE, DUPLICATE_ATTR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED
+from search.attrs import CURVE, DUPLICATE_ATTR, ERROR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED
 from search.config import StudyConfig, family_for
 from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
 from search.storage.budget import budget, exhausted
 from search.storage.constraints import is_feasible
-from search.storage.records import FINISHED, stored_config
+from search.storage.records import FINISHED, failed_for_good, stored_config
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class Summary:
     exhausted: str | None = None  # why the study stopped short of n_trials, when the space ran out
     confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
+    failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
 
     def to_dict(self) -> dict:
         return asdict(self) | {"gap_text": self.gap_text(), "fidelity_warnings": self.fidelity_warnings()}
@@ -80,6 +81,13 @@ class Summary:
 
     def gap_text(self) -> str:
         return self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
+
+    def failed_text(self) -> str:
+        """The failed_runs and what to do: run and resume leave them failed (search.study.create)."""
+        return (
+            f"{'; '.join(self.failed_runs)}; not queued again automatically: `prism-search resume {self.name} --retry-baselines` "
+            "queues them once more (a divergence repeats: that needs a new study with other train settings)"
+        )
 
     @property
     def confirmed(self) -> bool:
@@ -268,4 +276,9 @@ def summarize(study: optuna.Study) -> Summary:
         exhausted=exhausted(done, family_for(config), config.n_trials) if done.trained < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
         fidelity=fidelity(*full_curves(trials), config.search.reduction_factor),
+        failed_runs=[
+            f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
+            for (role, schedule, seed), t in failed_for_good(trials).items()
+            if role in (ROLE_BASELINE, ROLE_REFERENCE)
+        ],
     )

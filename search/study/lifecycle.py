@@ -41,9 +41,16 @@ from search.study.samplers import PriorSampler, reachable_target
 
 
 def execute(
-    config: StudyConfig, address: str | None, *, resume: bool, console: Console, prior: dict | str | None = None
+    config: StudyConfig,
+    address: str | None,
+    *,
+    resume: bool,
+    console: Console,
+    prior: dict | str | None = None,
+    retry_baselines: bool = False,
 ) -> tuple[optuna.Study, float | None]:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, seed, drive trials.
+    `retry_baselines` (resume): queue the baseline and reference runs that failed for good once more.
 
     Returns the study and the wall time of the trials driven (None: the study had reached its target). A Ctrl-C
     or SIGTERM arrives as KeyboardInterrupt after in-flight trials were queued again."""
@@ -53,11 +60,18 @@ def execute(
     make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
     fingerprint = corpus_fingerprint(config)
     with driver_lock(config.storage):
-        return _drive(config, address, fingerprint, resume=resume, console=console, prior=prior)
+        return _drive(config, address, fingerprint, resume=resume, console=console, prior=prior, retry_baselines=retry_baselines)
 
 
 def _drive(
-    config: StudyConfig, address: str | None, fingerprint: str, *, resume: bool, console: Console, prior: dict | str | None
+    config: StudyConfig,
+    address: str | None,
+    fingerprint: str,
+    *,
+    resume: bool,
+    console: Console,
+    prior: dict | str | None,
+    retry_baselines: bool,
 ) -> tuple[optuna.Study, float | None]:
     """execute's work, under the driver lock: from opening the study (and queueing what it lacks) to its target."""
     from search.progress import Progress
@@ -70,8 +84,8 @@ def _drive(
             study = load_study(config.name, storage)
             check_same_corpus(study, fingerprint, fix="start a new study")
             store_config(study, config)  # a new --n-trials target, stored as `run` stores it
-            missing = enqueue_missing_baselines(study, config)
-            if missing:  # a driver killed while creating the study queued only some of them
+            missing = enqueue_missing_baselines(study, config, retry_failed=retry_baselines)
+            if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
                 console.print(f"queued the baseline runs the study lacked: {', '.join(missing)}", highlight=False)
         else:
             study = open_study(config, storage, fingerprint)

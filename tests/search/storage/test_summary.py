@@ -76,6 +76,25 @@ def test_the_baseline_is_the_baseline_run_never_a_search_trial_that_trained_the_
     assert s.baseline_value is None and s.best_gap.search is None and s.gap_text() == "n/a"
 
 
+def test_baseline_and_reference_runs_whose_every_try_failed_are_listed_as_failed_for_good(tiny_config):
+    study = make_study(tiny_config)
+    add(study, UNIFORM, 0, None, role="baseline", state=TrialState.FAIL, error="worker died (retry 1/2 queued)")
+    add(study, UNIFORM, 0, 2.05, role="baseline")  # its retry trained: not failed
+    add(study, UNIFORM, 1, None, role="baseline", state=TrialState.FAIL, error="worker died")
+    add(study, UNIFORM, 1, None, role="baseline", state=TrialState.FAIL, error="TrainingDiverged: loss 9.1")
+    add(study, "1x1,2x1,4x1", 0, None, role="reference", state=TrialState.FAIL, reference="ramp")
+    add(study, "4x3", 0, None, state=TrialState.FAIL, error="worker died")  # a search trial: the sampler moves on
+    s = summarize(study)
+    assert s.failed_runs == [
+        f"baseline {UNIFORM} seed 1 (trial 3: TrainingDiverged: loss 9.1)",
+        "reference 1x1,2x1,4x1 seed 0 (trial 4: no error recorded)",
+    ]
+    assert s.failed_text().endswith(
+        "`prism-search resume known --retry-baselines` queues them once more (a divergence repeats: "
+        "that needs a new study with other train settings)"
+    )
+
+
 def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_compete(tiny_config):
     study = make_study(tiny_config)
     searched(study)
