@@ -13,6 +13,7 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.storage import open_storage
@@ -31,12 +32,14 @@ TrackOpt = typer.Option(
 AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage")
 
 
-def _execute(config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None) -> None:
+def _execute(
+    config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None, retry_baselines: bool = False
+) -> None:
     """Shared by `run` and `resume`: the study's lifecycle (search.study.lifecycle) runs it; here it is printed."""
     from search.study.lifecycle import execute
 
     try:
-        study, wall_s = execute(config, address, resume=resume, prior=prior, console=console)
+        study, wall_s = execute(config, address, resume=resume, prior=prior, console=console, retry_baselines=retry_baselines)
     except KeyboardInterrupt as interrupt:
         err.print(
             f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n"
@@ -66,6 +69,8 @@ def _print_summary(study, wall_s: float | None) -> None:
         "uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule
     )
     table.add_row("gap to uniform", s.gap_text())
+    if s.failed_runs:
+        table.add_row("failed for good", Text(s.failed_text()))  # the errors are text, never markup
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:
@@ -147,6 +152,9 @@ def resume(
     workers: int | None = WorkersOpt,
     address: str | None = AddressOpt,
     track: list[str] | None = TrackOpt,
+    retry_baselines: bool = typer.Option(
+        False, "--retry-baselines", help="queue the baseline and reference runs that failed for good once more (status lists them)"
+    ),
 ) -> None:
     """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
     from search.preflight import preflight
@@ -157,7 +165,7 @@ def resume(
     check_cluster(address, url)  # before the storage is read: a cluster needs a network storage
     config = _with_overrides(stored_config(_stored(name, url)), url, n_trials, workers, track)
     preflight(config, address=address)
-    _execute(config, address, resume=True)
+    _execute(config, address, resume=True, retry_baselines=retry_baselines)
 
 
 @app.command()

@@ -20,6 +20,7 @@ from prism.config import check_power_of_two
 from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
+from search.urls import mask_url
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
 
@@ -202,7 +203,9 @@ class TrackingSection(_Section):
         for flag in flags:
             name, _, target = flag.partition("=")
             if name not in TRACKING_DEFAULTS:
-                raise ConfigError(f"--track {flag!r}: unknown tracker; use {', '.join(TRACKING_DEFAULTS)} (optionally NAME=TARGET)")
+                raise ConfigError(
+                    f"--track {mask_url(flag)!r}: unknown tracker; use {', '.join(TRACKING_DEFAULTS)} (optionally NAME=TARGET)"
+                )
             update[name] = target or TRACKING_DEFAULTS[name]
         return TrackingSection.model_validate(self.model_dump() | update)
 

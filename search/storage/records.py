@@ -7,11 +7,11 @@ a corpus that changed.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from search.attrs import ATTR_CONFIG, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, heads_attr
 from search.config import ConfigError, PrismSearchError, StudyConfig, parse_config
@@ -44,6 +44,23 @@ def enqueue(study: optuna.Study, family: ScheduleFamily, schedule: Schedule, *, 
     """Queue a schedule. A schedule outside the family still runs; its params are then left to the sampler."""
     params = family.params_for(schedule) if family.contains(schedule) else {}
     study.enqueue_trial(params, user_attrs={ROLE: role, SEED: seed, SCHEDULE: str(schedule), **attrs})
+
+
+def run_of(attrs: Mapping) -> tuple:
+    """The run a trial is a try of: its role, schedule and seed. A retried or re-queued trial is a new try of it."""
+    return attrs.get(ROLE), attrs.get(SCHEDULE), attrs.get(SEED)
+
+
+def failed_for_good(trials: Sequence[FrozenTrial]) -> dict[tuple, FrozenTrial]:
+    """Each run all of whose tries FAILed, with its last try: whatever the driver tries again (a lost worker,
+    Ctrl-C, a stale driver) gets a newer try queued, so these failed with no retry left or were not retryable.
+    Not a run whose schedule another trial still trains at its seed: queued again, it is served that result
+    (search.runner.cache)."""
+    tries: dict[tuple, list[FrozenTrial]] = {}
+    for t in trials:
+        tries.setdefault(run_of(t.user_attrs), []).append(t)
+    alive = {run_of(t.user_attrs)[1:] for t in trials if t.state != TrialState.FAIL}  # (schedule, seed)
+    return {run: ts[-1] for run, ts in tries.items() if all(t.state == TrialState.FAIL for t in ts) and run[1:] not in alive}
 
 
 def stored_config(study: optuna.Study) -> StudyConfig:

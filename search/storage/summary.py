@@ -16,12 +16,12 @@ from functools import lru_cache
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import CURVE, DUPLICATE_ATTR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED
+from search.attrs import CURVE, DUPLICATE_ATTR, ERROR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED
 from search.config import StudyConfig, family_for
 from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
 from search.storage.budget import budget, exhausted
 from search.storage.constraints import is_feasible
-from search.storage.records import FINISHED, stored_config
+from search.storage.records import FINISHED, failed_for_good, stored_config
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,7 @@ class Summary:
     exhausted: str | None = None  # why the study stopped short of n_trials, when the space ran out
     confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
+    failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
 
     def to_dict(self) -> dict:
         return asdict(self) | {"gap_text": self.gap_text(), "fidelity_warnings": self.fidelity_warnings()}
@@ -80,6 +81,13 @@ class Summary:
 
     def gap_text(self) -> str:
         return self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
+
+    def failed_text(self) -> str:
+        """The failed_runs and what to do: run and resume leave them failed (search.study.create)."""
+        return (
+            f"{'; '.join(self.failed_runs)}; not queued again automatically: `prism-search resume {self.name} --retry-baselines` "
+            "queues them once more (a divergence repeats: that needs a new study with other train settings)"
+        )
 
     @property
     def confirmed(self) -> bool:
@@ -133,6 +141,12 @@ def is_paired_baseline(user_attrs: Mapping, config: StudyConfig) -> bool:
     """The uniform baseline at the study seed: the run every search trial's gap is paired with. Takes a trial's
     user attrs, so the dashboard's decoded rows ask the same question as Optuna's trials."""
     return user_attrs.get(ROLE) == ROLE_BASELINE and user_attrs.get(SEED) == config.seed
+
+
+def paired_baseline(trials: list[FrozenTrial], config: StudyConfig) -> FrozenTrial | None:
+    """The paired baseline's COMPLETE run (a retry comes after its failed try), never a search trial or confirm
+    run that happens to train the uniform schedule."""
+    return next((t for t in trials if t.state == TrialState.COMPLETE and t.values and is_paired_baseline(t.user_attrs, config)), None)
 
 
 def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
@@ -221,6 +235,10 @@ def summarize(study: optuna.Study) -> Summary:
     best: FrozenTrial | None = next(iter(competing), None)
     baseline = str(config.baseline)
     runs = paired_runs(trials)
+    # uniform at the study seed is the paired baseline's run alone: its value and every gap paired with it
+    runs.pop((baseline, config.seed), None)
+    if (paired := paired_baseline(trials, config)) is not None:
+        runs[(baseline, config.seed)] = val_loss(paired)
     confirm_seeds = confirm_seeds_run(trials)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
     n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing})
@@ -258,4 +276,9 @@ def summarize(study: optuna.Study) -> Summary:
         exhausted=exhausted(done, family_for(config), config.n_trials) if done.trained < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
         fidelity=fidelity(*full_curves(trials), config.search.reduction_factor),
+        failed_runs=[
+            f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
+            for (role, schedule, seed), t in failed_for_good(trials).items()
+            if role in (ROLE_BASELINE, ROLE_REFERENCE)
+        ],
     )

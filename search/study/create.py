@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import TrialState
 
-from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, REFERENCE, ROLE, ROLE_BASELINE, ROLE_REFERENCE, SCHEDULE, SEED
+from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
 from search.config import OBJECTIVES, PrismSearchError, StudyConfig, family_for, references_for
-from search.storage.records import enqueue, find_study, stored_config
+from search.storage.records import enqueue, failed_for_good, find_study, run_of, stored_config
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
 from search.urls import mask_url
@@ -80,18 +80,16 @@ def store_config(study: optuna.Study, config: StudyConfig) -> None:
     study.set_user_attr(ATTR_CONFIG, masked.model_dump_json())
 
 
-def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig) -> list[str]:
+def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig, retry_failed: bool = False) -> list[str]:
     """Queue each baseline and reference run (one per baseline seed) the study does not hold: all of them for a
-    new study, those a driver killed between two enqueues never queued for one reopened. Held means a trial of
-    that role, schedule and seed in any state but FAIL (a failed one was retried, or failed for good).
-    Called under the creation lock (search.storage.creation_lock; SQLite: the driver lock), so concurrent drivers
-    queue each run once.
+    new study, those a driver killed between two enqueues never queued for one reopened. Held: a run with a try
+    in any state but FAIL, or one that failed for good (search.storage.records.failed_for_good: its retries spent,
+    or a divergence that would only repeat), which is queued once more only on request (`retry_failed`:
+    `resume --retry-baselines`). Called under the creation lock (search.storage.creation_lock; SQLite: the driver
+    lock), so concurrent drivers queue each run once.
     Returns what was queued."""
-    held = {
-        (t.user_attrs.get(ROLE), t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))
-        for t in study.get_trials(deepcopy=False)
-        if t.state != TrialState.FAIL
-    }
+    trials = study.get_trials(deepcopy=False)
+    held = {run_of(t.user_attrs) for t in trials if t.state != TrialState.FAIL} | (set() if retry_failed else set(failed_for_good(trials)))
     family = family_for(config)
     seeds = [config.seed + k for k in range(config.search.baseline_seeds)]
     # baselines first (a study's first trials), then each reference at every baseline seed: its gap to uniform

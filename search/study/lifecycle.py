@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 from rich.console import Console
 
 from prism import Schedule
@@ -33,7 +33,7 @@ from search.storage import creation_lock, driver_lock, open_storage
 from search.storage._optuna import storage_url
 from search.storage.budget import budget, exhausted
 from search.storage.records import enqueue, stored_config
-from search.storage.summary import is_paired_baseline
+from search.storage.summary import paired_baseline
 from search.study.confirm import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
@@ -41,9 +41,16 @@ from search.study.samplers import PriorSampler, reachable_target
 
 
 def execute(
-    config: StudyConfig, address: str | None, *, resume: bool, console: Console, prior: dict | str | None = None
+    config: StudyConfig,
+    address: str | None,
+    *,
+    resume: bool,
+    console: Console,
+    prior: dict | str | None = None,
+    retry_baselines: bool = False,
 ) -> tuple[optuna.Study, float | None]:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, seed, drive trials.
+    `retry_baselines` (resume): queue the baseline and reference runs that failed for good once more.
 
     Returns the study and the wall time of the trials driven (None: the study had reached its target). A Ctrl-C
     or SIGTERM arrives as KeyboardInterrupt after in-flight trials were queued again."""
@@ -53,11 +60,18 @@ def execute(
     make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
     fingerprint = corpus_fingerprint(config)
     with driver_lock(config.storage):
-        return _drive(config, address, fingerprint, resume=resume, console=console, prior=prior)
+        return _drive(config, address, fingerprint, resume=resume, console=console, prior=prior, retry_baselines=retry_baselines)
 
 
 def _drive(
-    config: StudyConfig, address: str | None, fingerprint: str, *, resume: bool, console: Console, prior: dict | str | None
+    config: StudyConfig,
+    address: str | None,
+    fingerprint: str,
+    *,
+    resume: bool,
+    console: Console,
+    prior: dict | str | None,
+    retry_baselines: bool,
 ) -> tuple[optuna.Study, float | None]:
     """execute's work, under the driver lock: from opening the study (and queueing what it lacks) to its target."""
     from search.progress import Progress
@@ -70,8 +84,8 @@ def _drive(
             study = load_study(config.name, storage)
             check_same_corpus(study, fingerprint, fix="start a new study")
             store_config(study, config)  # a new --n-trials target, stored as `run` stores it
-            missing = enqueue_missing_baselines(study, config)
-            if missing:  # a driver killed while creating the study queued only some of them
+            missing = enqueue_missing_baselines(study, config, retry_failed=retry_baselines)
+            if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
                 console.print(f"queued the baseline runs the study lacked: {', '.join(missing)}", highlight=False)
         else:
             study = open_study(config, storage, fingerprint)
@@ -215,18 +229,13 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
     return config.model_copy(update={"keep_checkpoints": "all", "checkpoint_dir": str(Path(config.checkpoint_dir).absolute())})
 
 
-def paired_baseline(study: optuna.Study, config: StudyConfig) -> FrozenTrial:
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if is_paired_baseline(t.user_attrs, config):
-            return t
-    raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
-
-
 def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4) -> dict:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
     from search.priors import audit_model, load_source, make_prior  # torch
 
-    trial = paired_baseline(study, config)
+    trial = paired_baseline(study.get_trials(deepcopy=False), config)
+    if trial is None:
+        raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
     path = trial.user_attrs.get(ATTR_CHECKPOINT)
     if not path:
         raise AuditError(

@@ -36,6 +36,9 @@ def test_track_flags_pick_defaults_targets_and_refuse_unknown_trackers():
     assert tracking.wandb == str(Path("wb").absolute())
     with pytest.raises(ConfigError, match=r"--track 'neptune': unknown tracker; use mlflow, tensorboard, wandb"):
         TrackingSection().with_flags(["neptune"])
+    with pytest.raises(ConfigError, match=r"--track 'mlfow=http://prism:\*\*\*@db:5000': unknown tracker") as refused:
+        TrackingSection().with_flags(["mlfow=http://prism:s3cret@db:5000"])  # a misspelt name, its URI's password
+    assert "s3cret" not in str(refused.value)
 
 
 @pytest.mark.parametrize("tracker", ["mlflow", "tensorboard", "wandb"])

@@ -6,6 +6,7 @@ import json
 import optuna
 import pytest
 from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState
 
 from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION, DUPLICATE_ATTR
 from search.storage.summary import ranked, summarize
@@ -20,9 +21,10 @@ def make_study(tiny_config, name="known"):
     return study
 
 
-def add(study, schedule, seed, loss, role="search", curve=None, **attrs):
+def add(study, schedule, seed, loss, role="search", curve=None, state=TrialState.COMPLETE, **attrs):
     study.add_trial(
         optuna.trial.create_trial(
+            state=state,
             value=loss,
             params={"x": 0.0},
             distributions={"x": FloatDistribution(0, 1)},
@@ -54,6 +56,43 @@ def test_the_best_is_one_pair_selected_from_n_until_confirmed(tiny_config):
     ref = s.references[0]
     assert ref["name"] == "ramp" and ref["gap"].search.mean == pytest.approx(0.05) and ref["gap"].selected_from is None
     assert "±" not in s.gap_text() and "σ" not in s.gap_text()
+
+
+def test_the_baseline_is_the_baseline_run_never_a_search_trial_that_trained_the_uniform_schedule(tiny_config):
+    """A search trial may train the uniform schedule at the study seed after the baseline did (another machine,
+    another value): the baseline's value and every gap still come from the baseline run alone."""
+    study = make_study(tiny_config)
+    searched(study)
+    add(study, UNIFORM, 0, 2.20)  # the last COMPLETE run of (uniform, study seed)
+    s = summarize(study)
+    assert s.baseline_value == 2.05 and s.best_gap.search.mean == pytest.approx(-0.05)
+    assert s.references[0]["gap"].search.mean == pytest.approx(0.05)
+
+    failed = make_study(tiny_config, "failed")  # no baseline run completed: none stands in for it
+    add(failed, UNIFORM, 0, None, role="baseline", state=TrialState.FAIL)
+    add(failed, UNIFORM, 0, 2.20)
+    add(failed, "4x3", 0, 2.00)
+    s = summarize(failed)
+    assert s.baseline_value is None and s.best_gap.search is None and s.gap_text() == "n/a"
+
+
+def test_baseline_and_reference_runs_whose_every_try_failed_are_listed_as_failed_for_good(tiny_config):
+    study = make_study(tiny_config)
+    add(study, UNIFORM, 0, None, role="baseline", state=TrialState.FAIL, error="worker died (retry 1/2 queued)")
+    add(study, UNIFORM, 0, 2.05, role="baseline")  # its retry trained: not failed
+    add(study, UNIFORM, 1, None, role="baseline", state=TrialState.FAIL, error="worker died")
+    add(study, UNIFORM, 1, None, role="baseline", state=TrialState.FAIL, error="TrainingDiverged: loss 9.1")
+    add(study, "1x1,2x1,4x1", 0, None, role="reference", state=TrialState.FAIL, reference="ramp")
+    add(study, "4x3", 0, None, state=TrialState.FAIL, error="worker died")  # a search trial: the sampler moves on
+    s = summarize(study)
+    assert s.failed_runs == [
+        f"baseline {UNIFORM} seed 1 (trial 3: TrainingDiverged: loss 9.1)",
+        "reference 1x1,2x1,4x1 seed 0 (trial 4: no error recorded)",
+    ]
+    assert s.failed_text().endswith(
+        "`prism-search resume known --retry-baselines` queues them once more (a divergence repeats: "
+        "that needs a new study with other train settings)"
+    )
 
 
 def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_compete(tiny_config):

@@ -7,6 +7,7 @@ import sys
 from typer.testing import CliRunner
 
 from search.cli import app
+from search.dashboard import Dashboard
 from search.runner.corpus import corpus_fingerprint
 from search.storage import open_storage
 from search.study.create import open_study
@@ -37,9 +38,8 @@ def test_a_study_whose_corpus_moved_still_reports_and_resume_names_the_missing_c
 
 
 def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_once(tiny_config):
-    """A driver killed between the baseline enqueues (issue 12, item 9): the study holds baseline seed 0 only, and a
-    failed baseline at seed 1 (no longer held). `resume` queues the missing runs once; running it again, or reopening
-    with `run`'s open_study, adds nothing."""
+    """A driver killed between the baseline enqueues (issue 12, item 9): the study holds baseline seed 0 only.
+    `resume` queues the missing runs once; running it again, or reopening with `run`'s open_study, adds nothing."""
     import optuna
     from optuna.trial import TrialState, create_trial
 
@@ -56,8 +56,6 @@ def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_o
     store_config(study, config)
     enqueue(study, family_for(config), config.baseline, role="baseline", seed=config.seed)  # then the kill
     dist = {"x": optuna.distributions.IntDistribution(0, 2)}
-    failed = schedule_attrs(config.baseline, "baseline", config.seed + 1)
-    study.add_trial(create_trial(state=TrialState.FAIL, params={"x": 1}, distributions=dist, user_attrs=failed))
     done = schedule_attrs(config.baseline, "search", config.seed)  # the target is reached: resume trains nothing
     study.add_trial(create_trial(params={"x": 1}, distributions=dist, value=2.0, user_attrs=done | {"tokens_per_s": 1.0}))
     (reference,) = [str(ref.schedule) for ref in references_for(config)]
@@ -77,3 +75,73 @@ def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_o
     assert again.exit_code == 0 and "lacked" not in again.output, again.output
     open_study(config, open_storage(config.storage), fingerprint)  # `run` reopening the study
     assert held() == expected
+
+
+def _waiting(config) -> list[tuple]:
+    import optuna
+    from optuna.trial import TrialState
+
+    trials = optuna.load_study(study_name=config.name, storage=config.storage).get_trials(states=(TrialState.WAITING,))
+    return [(t.user_attrs["role"], t.user_attrs["schedule"], t.user_attrs["seed"]) for t in trials]
+
+
+def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_status_says_so(tiny_config, monkeypatch):
+    """Every try of the paired baseline failed (a divergence, or a worker lost past its retries): `run` and
+    `resume` leave it failed instead of training it again on every start; status names it and the fix, and
+    `resume --retry-baselines` queues it once more."""
+    from optuna.trial import TrialState
+
+    from search import cli
+
+    monkeypatch.setattr(cli.console, "width", 400)  # one table row per line
+    config = tiny_config.model_copy(update={"n_trials": 1})
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))  # baseline seeds 0 and 1
+    for seed in (0, 1):  # taken from the queue as the driver takes them: seed 0 diverges, seed 1 trains
+        trial = study.ask()
+        assert (trial.user_attrs["role"], trial.user_attrs["seed"]) == ("baseline", seed)
+        if seed == 0:
+            trial.set_user_attr("error", "TrainingDiverged: val loss 9.7 at step 10")
+            study.tell(trial, state=TrialState.FAIL)
+        else:
+            study.tell(trial, 2.1)  # the target (one trained trial) is reached: resume trains nothing
+    url = ["--storage", config.storage]
+    failed = f"baseline {config.baseline} seed 0 (trial 0: TrainingDiverged: val loss 9.7 at step 10)"
+
+    first = runner.invoke(app, ["resume", "tiny", *url])
+    assert first.exit_code == 0 and "lacked" not in first.output, first.output
+    row = next(line for line in first.output.splitlines() if "failed for good" in line)
+    assert f"{failed}; not queued again automatically: `prism-search resume tiny --retry-baselines` queues them" in row
+    open_study(config, open_storage(config.storage), corpus_fingerprint(config))  # `run` reopening the study
+    assert _waiting(config) == []
+    status = runner.invoke(app, ["status", "tiny", *url, "--json"])
+    assert json.loads(status.stdout)[0]["failed_runs"] == [failed]
+    page = b"".join(Dashboard(config.storage)({"REQUEST_METHOD": "GET", "PATH_INFO": "/study/tiny"}, lambda s, h: None)).decode()
+    assert f'<td id="failed">{failed}; not queued again automatically' in page
+
+    retried = runner.invoke(app, ["resume", "tiny", *url, "--retry-baselines"])
+    assert f"queued the baseline runs the study lacked: baseline {config.baseline} seed 0" in retried.output, retried.output
+    assert _waiting(config) == [("baseline", str(config.baseline), 0)] and "failed for good" not in retried.output
+    again = runner.invoke(app, ["resume", "tiny", *url, "--retry-baselines"])  # the queued try holds it
+    assert again.exit_code == 0 and "lacked" not in again.output and len(_waiting(config)) == 1
+
+
+def test_a_failed_served_copy_of_the_baseline_is_queued_again_while_its_schedule_trains(tiny_config):
+    """A baseline served from another trial of its schedule and seed fails with that trial's first try and is not
+    queued beside its retry (search.runner.cache): it did not fail for good, so resume queues it (to be served)."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from search.storage.records import schedule_attrs
+
+    config = tiny_config.model_copy(update={"n_trials": 1})
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    copy = study.ask()  # baseline seed 0, served from a search trial that trained the schedule
+    copy.set_user_attr("duplicate_of", 5)
+    copy.set_user_attr("error", "original trial 5 failed; not queued again: trial 6 holds its schedule")
+    study.tell(copy, state=TrialState.FAIL)
+    dist = {"x": optuna.distributions.IntDistribution(0, 2)}
+    holder = schedule_attrs(config.baseline, "search", 0)  # the original's retry, trained
+    study.add_trial(create_trial(params={"x": 1}, distributions=dist, value=2.0, user_attrs=holder))
+    result = runner.invoke(app, ["resume", "tiny", "--storage", config.storage])
+    assert result.exit_code == 0 and "failed for good" not in result.output, result.output
+    assert ("baseline", str(config.baseline), 0) in _waiting(config)
