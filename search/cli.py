@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from search.attrs import ATTR_CONFIG
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.storage import open_storage
 from search.urls import mask_url
@@ -181,7 +182,9 @@ def status(
     from search.study.create import load_study
 
     store = open_storage(storage or DEFAULT_STORAGE, create=False)
-    names = [name] if name else [s.study_name for s in optuna.get_all_study_summaries(store)]
+    everything = [] if name else optuna.get_all_study_summaries(store)
+    plain = [s.study_name for s in everything if ATTR_CONFIG not in s.user_attrs]  # another tool's: nothing to summarize
+    names = [name] if name else [s.study_name for s in everything if s.study_name not in plain]
     studies = [load_study(n, store) for n in names]
     if as_json:
         print(json.dumps([summarize(s).to_dict() for s in studies], indent=2))
@@ -191,6 +194,8 @@ def status(
         console.print(f"no prism-search studies in {where} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
     for study in studies:
         _print_summary(study, None)
+    if plain:
+        console.print(f"not created by prism-search (left out): {', '.join(plain)}", soft_wrap=True, highlight=False, markup=False)
 
 
 @app.command()

@@ -195,3 +195,15 @@ def test_a_database_with_optunas_tables_and_no_study_says_so_like_the_cli(tmp_pa
     assert "no prism-search studies in this storage yet; start one with <code>prism-search run" in html
     cli = subprocess.run([sys.executable, "-m", "search.cli", "status", "--storage", url], capture_output=True, text=True, cwd=ROOT)
     assert cli.returncode == 0 and cli.stdout.startswith(f"no prism-search studies in {url} yet; start one with"), cli
+
+
+def test_status_of_a_storage_with_a_plain_optuna_study_summarizes_the_others_and_names_it(dash_url):
+    """The dashboard lists another tool's study as a plain one; `status` must not stop on it either."""
+    cli = subprocess.run([sys.executable, "-m", "search.cli", "status", "--storage", dash_url], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 0, cli.stderr
+    assert "study prism" in cli.stdout and "study pareto" in cli.stdout
+    assert cli.stdout.rstrip().endswith("not created by prism-search (left out): plain")
+    one = subprocess.run(
+        [sys.executable, "-m", "search.cli", "status", "plain", "--storage", dash_url], capture_output=True, text=True, cwd=ROOT
+    )
+    assert one.returncode == 2 and one.stderr.count("\n") == 1 and "not created by prism-search" in one.stderr, one.stderr
