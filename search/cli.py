@@ -43,13 +43,19 @@ def _execute(
         study, wall_s = execute(config, address, resume=resume, prior=prior, console=console, retry_baselines=retry_baselines)
     except KeyboardInterrupt as interrupt:
         err.print(
-            f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n"
-            f"  prism-search resume {config.name} --storage {mask_url(config.storage)}",
+            f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_hint(config)}",
             soft_wrap=True,
             highlight=False,
         )
         raise typer.Exit(130) from interrupt
     _print_summary(study, wall_s)
+
+
+def resume_hint(config: StudyConfig) -> str:
+    """The command that continues a study; a password in its storage URL is never printed, so say where it goes."""
+    shown = mask_url(config.storage)
+    where = "   (your password in place of ***)" if shown != config.storage else ""
+    return f"prism-search resume {config.name} --storage {shown}{where}"
 
 
 def _print_summary(study, wall_s: float | None) -> None:
