@@ -9,12 +9,14 @@ exactly once). Everything else goes through the storage's public methods on `sto
 from __future__ import annotations
 
 import os
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
 import optuna
 from optuna.storages._rdb import models
-from optuna.trial import FrozenTrial
+from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.trial import FrozenTrial, TrialState
 
 
 def storage_of(study: optuna.Study) -> Any:
@@ -28,8 +30,24 @@ def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
 
 
 def stale_trial_ids(study: optuna.Study) -> list[int]:
-    """RUNNING trials whose heartbeat is older than the storage's grace period."""
-    return storage_of(study)._get_stale_trial_ids(study._study_id)  # a cached RDBStorage: open_storage's, with heartbeats
+    """RUNNING trials whose heartbeat is older than the storage's grace period, and those that never got one and
+    started longer than that ago: a driver killed between `ask` and its first heartbeat (milliseconds apart) leaves
+    such a trial, which Optuna never calls stale, so a resumed study would wait for it for ever. Their start is the
+    asking driver's clock, compared with this one's: a cluster's clocks must agree within the grace period."""
+    storage = storage_of(study)  # Optuna's cache around open_storage's RDBStorage, with heartbeats
+    rdb = storage._backend
+    stale = rdb._get_stale_trial_ids(study._study_id)
+    with _create_scoped_session(rdb.scoped_session) as session:
+        beating = {
+            beating_id
+            for (beating_id,) in session.query(models.TrialHeartbeatModel.trial_id)
+            .join(models.TrialModel)
+            .filter(models.TrialModel.study_id == study._study_id)
+        }
+    grace = timedelta(seconds=rdb.grace_period or 2 * rdb.heartbeat_interval)
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    never = [trial_id(t) for t in running if trial_id(t) not in beating and t.datetime_start and datetime.now() - t.datetime_start > grace]
+    return stale + [i for i in never if i not in stale]
 
 
 def set_trial_id(trial: FrozenTrial, trial_id: int) -> None:

@@ -25,7 +25,7 @@ from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import DatabaseUnavailable, Driver
 from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage
-from search.storage._optuna import storage_of, trial_id
+from search.storage._optuna import stale_trial_ids, storage_of, trial_id
 from search.storage.budget import budget
 from search.storage.records import FINISHED, enqueue, schedule_attrs
 from search.study.confirm import plan
@@ -188,6 +188,21 @@ def test_resume_fails_a_trial_lost_before_its_schedule_was_drawn_and_queues_noth
     assert "already has 1/1 trained trials; nothing to run" in out.getvalue()
     study = _assert_complete(config.storage, 1)
     assert study.trials[lost.number].state == TrialState.FAIL and "driver lost" in study.trials[lost.number].user_attrs["error"]
+
+
+def test_a_trial_lost_before_its_first_heartbeat_goes_stale_too(tiny_config, fast_heartbeat):
+    """A driver killed between `ask` and its first heartbeat leaves a RUNNING trial without one, which Optuna
+    never calls stale: resume would have waited for it for ever. Once it is older than the grace it is lost."""
+    config, study = _one_worker_study(tiny_config, n_trials=1)
+    study.tell(study.ask(), [3.0])  # the baseline, its result made up: the study has its one trained trial
+    silent = study.ask()  # no heartbeat: the driver died right here
+    beating = _taken_by_a_driver_that_dies(study)
+    assert trial_id(silent) not in stale_trial_ids(study)  # not yet: it may be a live driver's, about to beat
+    time.sleep(fast_heartbeat + 1.1)
+    storage_of(study).record_heartbeat(trial_id(beating))  # a live driver's trial, beating: never stale
+    assert stale_trial_ids(study) == [trial_id(silent)]
+    execute(config, None, resume=True, console=Console(file=io.StringIO()))
+    assert study.trials[silent.number].state == TrialState.FAIL and "driver lost" in study.trials[silent.number].user_attrs["error"]
 
 
 def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local, tiny_config, fast_heartbeat):
