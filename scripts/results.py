@@ -184,31 +184,100 @@ def transfer(main: Study, other: Study | None, what: str) -> str:
     )
 
 
-def study_table(study: Study | None, what: str) -> str:
-    """A later stage's own ranked table (its uniform baseline, its seeds), or why it is pending."""
-    if study is None:
+def later_stage(main: Study, other: Study | None, what: str) -> str:
+    """A later stage: its rank agreement with bench-main, its own ranked table and its own rung agreement."""
+    if other is None:
         return f"pending: study {what} has not run yet"
-    return table_main(study)[0]
+    return (
+        f"{transfer(main, other, what)}\n\n{table_main(other)[0]}\n\nRank agreement per rung inside {other.name}:\n\n{rung_table(other)[0]}"
+    )
+
+
+def transfer_figure(main: Study, others: list[Study], out: Path) -> list[str]:
+    """Each later stage's paired gaps to uniform against bench-main's, per schedule (mean and every seed)."""
+    others = [o for o in others if len(set(main.by_schedule()) & set(o.by_schedule()) - {o.baseline}) >= 2]
+    if not others:
+        return []
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(others), figsize=(4.2 * len(others), 4), squeeze=False)
+    for ax, other in zip(axes[0], others):
+        runs = other.by_schedule()
+        for schedule in sorted((set(main.by_schedule()) & set(runs)) - {other.baseline}):
+            x = gaps(main, schedule).mean
+            per_seed = [d for d in (_gap_at(runs, schedule, other.baseline, seed) for seed in runs[schedule]) if d is not None]
+            ax.plot([x] * len(per_seed), per_seed, ".", color="grey", alpha=0.6)
+            ax.plot([x], [statistics.fmean(per_seed)], "o", color="black")
+            ax.annotate(schedule, (x, statistics.fmean(per_seed)), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_xlabel(f"gap to uniform in {main.name} (mean of paired seeds)")
+        ax.set_ylabel(f"gap to uniform in {other.name}")
+        ax.set_title(f"{main.name} -> {other.name} (grey: single seeds)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "transfer.png", dpi=110)
+    plt.close(fig)
+    return ["transfer.png"]
 
 
 def monotone(main: Study, free: Study | None) -> str:
-    """Is the best of the unconstrained (free) search monotone, and how does it do against uniform and bench-main's best?"""
+    """Are the best schedules monotone? The free search's winner is selected at the search seed (like `selection`)
+    and judged on its fresh seeds, against uniform and against bench-main's best non-uniform monotone schedule.
+
+    Both studies train the same model on the same data with the same seeds, so a (schedule, seed) in both is the
+    same run: that is checked, not assumed. The cross-study gap is a difference of the two studies' paired gaps
+    (each schedule minus its own study's uniform at the same seed), which stays paired even if a rerun differed.
+    """
     if free is None:
         return f"pending: study {FREE} has not run yet"
-    _, ranking = table_main(free)
-    searched = [s for s, _ in ranking if s != free.baseline]
-    if not searched:
+    runs, main_runs = free.by_schedule(), main.by_schedule()
+    at_seed = {s: r[free.seed].final for s, r in runs.items() if free.seed in r and s != free.baseline}
+    if not at_seed:
         return "pending: no schedule finished yet"
-    best = searched[0]
-    kind = "monotone (non-decreasing)" if Schedule.parse(best).is_monotone else "not monotone"
-    n_mono = sum(1 for s in {r.schedule for r in free.runs} if Schedule.parse(s).is_monotone)
-    gap = gaps(free, best)
+    best = min(at_seed, key=at_seed.__getitem__)
+    fresh = set(runs[best]) - {free.seed}
+    n_mono = sum(_is_monotone(s) for s in runs)
+    own = gaps(free, best, fresh) if fresh else None
+    lines = [
+        f"- selected: `{best}` ({'monotone' if _is_monotone(best) else 'not monotone'}), best of {len(at_seed)} schedules "
+        f"at the search seed {free.seed}; {n_mono} of the {len(runs)} schedules {FREE} trained are monotone",
+        "- its gap to uniform on the seeds it was not selected on: "
+        + (f"{own.text()}, verdict: **{own.verdict}**" if own else "pending (no fresh seed yet)"),
+    ]
+    shared = [(r.final, main_runs[s][seed].final) for s, by in runs.items() for seed, r in by.items() if seed in main_runs.get(s, {})]
+    if shared:
+        largest = max(abs(a - b) for a, b in shared)
+        same = "identical: the studies share their runs" if largest == 0 else "not identical: only gaps within a study are paired"
+        lines.append(f"- runs in both {FREE} and {MAIN} (same schedule and seed): {len(shared)}, largest difference {largest:.1e} ({same})")
     main_best = next((s for s, _ in table_main(main)[1] if s != main.baseline), None)
-    return (
-        f"- best of {FREE} by mean val loss: `{best}`, {kind}; paired gap to uniform {gap.text() if gap else '-'}\n"
-        f"- {n_mono} of the {len({r.schedule for r in free.runs})} schedules {FREE} trained are monotone; "
-        f"bench-main's best non-uniform monotone schedule is `{main_best}`"
-    )
+    if main_best is not None:
+        pairs = [(_gap_at(runs, best, free.baseline, seed), _gap_at(main_runs, main_best, main.baseline, seed)) for seed in sorted(fresh)]
+        cross = paired_gap([a - b for a, b in pairs if a is not None and b is not None])
+        lines.append(
+            f"- `{best}` minus {MAIN}'s best non-uniform monotone schedule `{main_best}` on the fresh seeds (difference of "
+            "the paired gaps to uniform): "
+            + (f"{cross.text()}, verdict: **{cross.verdict}**" if cross else "pending (no common fresh seed)")
+        )
+    if main.seed == free.seed:  # one ranking at the shared search seed: every schedule either study trained there
+        pooled = sorted(
+            [(r[free.seed].final, s) for s, r in runs.items() if free.seed in r]
+            + [(r[main.seed].final, s) for s, r in main_runs.items() if main.seed in r and s not in runs]
+        )
+        lines.append(
+            f"- both studies at seed {free.seed}: {len(pooled)} distinct schedules, {sum(_is_monotone(s) for _, s in pooled)} monotone; "
+            "the best ten: " + ", ".join(f"`{s}` {v:.4f}{'' if _is_monotone(s) else ' (not monotone)'}" for v, s in pooled[:10])
+        )
+    return "\n".join(lines)
+
+
+def _is_monotone(schedule: str) -> bool:
+    return Schedule.parse(schedule).is_monotone
+
+
+def _gap_at(runs: dict[str, dict[int, Run]], schedule: str, baseline: str, seed: int) -> float | None:
+    """schedule - baseline at one seed, or None where either did not run."""
+    if seed in runs.get(schedule, {}) and seed in runs.get(baseline, {}):
+        return runs[schedule][seed].final - runs[baseline][seed].final
+    return None
 
 
 def _pyplot():
@@ -312,14 +381,14 @@ def main() -> None:
         + (f"; the paper ramp `{reference}` ranks {where.get(reference, '-')}." if reference else "."),
         f"## Selection-corrected best\n\n{selection(main_study)}",
         f"## Rank agreement per rung (all complete runs of {MAIN})\n\n{rungs}",
-        f"## Across budget (1x -> 4x)\n\n{transfer(main_study, studies.get(LONG), LONG)}\n\n{study_table(studies.get(LONG), LONG)}",
-        f"## Across width (d_model 128 -> 256)\n\n{transfer(main_study, studies.get(WIDTH), WIDTH)}\n\n"
-        f"{study_table(studies.get(WIDTH), WIDTH)}",
+        f"## Across budget (1x -> 4x)\n\n{later_stage(main_study, studies.get(LONG), LONG)}",
+        f"## Across width (d_model 128 -> 256)\n\n{later_stage(main_study, studies.get(WIDTH), WIDTH)}",
         f"## Monotone or not ({FREE})\n\n{monotone(main_study, studies.get(FREE))}",
     ]
     attention_text, attention_figures = attention(Path(args.db).with_name("attention.json"), out)
     sections.append(f"## Attention distance per layer\n\n{attention_text}")
-    pictures = figures(main_study, ranking, agreement, out) + attention_figures
+    later = [studies[name] for name in (LONG, WIDTH) if name in studies]
+    pictures = figures(main_study, ranking, agreement, out) + transfer_figure(main_study, later, out) + attention_figures
     sections.append("Figures: " + ", ".join(f"[{f}]({f})" for f in pictures))
     (out / "tables.md").write_text("\n\n".join(sections) + "\n")
     print("\n\n".join(sections))

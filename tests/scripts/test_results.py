@@ -43,8 +43,17 @@ def test_tables_and_figures_from_a_constructed_study(tmp_path):
     free = optuna.create_study(study_name="bench-free", storage=f"sqlite:///{db}")
     free.set_user_attr(ATTR_CONFIG, config.model_copy(update={"name": "bench-free"}).model_dump_json())
     add(free, UNIFORM, 0, 2.05, role="baseline")
-    add(free, "4x1,2x2", 0, 2.01)  # not monotone, the free search's best
+    add(free, "4x1,2x2", 0, 2.01)  # not monotone, the free search's best at seed 0
     add(free, "1x1,2x2", 0, 2.03)
+    for seed, base, best in ((1000, 1.50, 1.51), (1001, 1.60, 1.59), (1002, 1.70, 1.71)):  # gaps +0.01, -0.01, +0.01
+        add(free, UNIFORM, seed, base, role="confirm")  # the same runs as bench-main's uniform at these seeds
+        add(free, "4x1,2x2", seed, best, role="confirm")
+    wide = optuna.create_study(study_name="bench-width", storage=f"sqlite:///{db}")
+    wide.set_user_attr(ATTR_CONFIG, config.model_copy(update={"name": "bench-width"}).model_dump_json())
+    for seed, base, best, worst in ((0, 1.90, 1.88, 1.95), (1, 1.92, 1.91, 1.99)):  # bench-main's order again
+        add(wide, UNIFORM, seed, base, role="baseline")
+        add(wide, "4x3", seed, best, role="reference")
+        add(wide, "2x3", seed, worst, role="reference")
     profile = [{"layer": i, "mad": 1.0 + i, "mad_relative": 0.1 * i} for i in range(3)]
     (tmp_path / "attention.json").write_text(json.dumps({UNIFORM: {"seed": 0, "val_loss": 2.05, "layers": profile}}))
     before = db.read_bytes()
@@ -65,7 +74,18 @@ def test_tables_and_figures_from_a_constructed_study(tmp_path):
     assert "-0.0200 [-0.0448, +0.0048] (n=3, p=0.074), verdict: **inside the noise**" in tables
     assert "| 100 | +1.000 [+1.000, +1.000] | 9 |" in tables  # the rung ranks exactly like the final loss
     assert "pending: study bench-long has not run yet" in tables
-    assert "- best of bench-free by mean val loss: `4x1,2x2`, not monotone; paired gap to uniform -0.0400 (n=1" in tables
-    assert "- 2 of the 3 schedules bench-free trained are monotone; bench-main's best non-uniform monotone schedule is `4x3`" in tables
+    assert "Spearman rho +1.000 [" in tables and "order in bench-width: `4x3`, `1x3`, `2x3`" in tables
+    assert "| 1 | `4x3` | 2 | 1.8950 ± 0.0212 | -0.0150 (n=2: noise not measured yet) |" in tables
+    assert "Rank agreement per rung inside bench-width:\n\n| tokens |" in tables
+    # bench-free: selected at seed 0, judged on 1000-1002; against bench-main's 4x3 (gaps -0.01, -0.02, -0.03 there)
+    # as a difference of paired gaps: +0.02, +0.01, +0.04 -> mean +0.0233, t interval with 2 df
+    assert "- selected: `4x1,2x2` (not monotone), best of 2 schedules at the search seed 0; 2 of the 3 schedules" in tables
+    assert "- its gap to uniform on the seeds it was not selected on: +0.0033 [-0.0254, +0.0320] (n=3, p=0.67)" in tables
+    assert "- runs in both bench-free and bench-main (same schedule and seed): 4, largest difference 0.0e+00 (identical" in tables
+    assert "schedule `4x3` on the fresh seeds (difference of the paired gaps to uniform): +0.0233 [-0.0146, +0.0613] (n=3" in tables
+    assert (
+        "- both studies at seed 0: 5 distinct schedules, 4 monotone; the best ten: `4x3` 2.0000, `4x1,2x2` 2.0100 (not monotone), "
+        "`1x1,2x2` 2.0300, `1x3` 2.0500, `2x3` 2.1000"
+    ) in tables
     assert "| `1x3` (seed 0) | 2.0500 | 1.0 (0.00) | 2.0 (0.10) | 3.0 (0.20) |" in tables
-    assert {p.name for p in out.glob("*.png")} == {"gaps.png", "rungs.png", "attention.png"}
+    assert {p.name for p in out.glob("*.png")} == {"gaps.png", "rungs.png", "transfer.png", "attention.png"}
