@@ -272,6 +272,7 @@ class StudyConfig(_Section):
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
+    """One line naming the field and the fix; an echoed input is masked, since a misplaced URL may carry a password."""
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "config"
     msg = first["msg"].removeprefix("Value error, ")
@@ -285,7 +286,7 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         msg = f"{first.get('input')!r} is not valid; {msg[0].lower()}{msg[1:]}"
     elif "input" in first and not isinstance(first["input"], dict) and first["type"] != "value_error":
         msg = f"{msg} (got {first['input']!r})"
-    return f"{source}: {where}: {msg}"
+    return mask_url(f"{source}: {where}: {msg}")
 
 
 def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:

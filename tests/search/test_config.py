@@ -34,6 +34,14 @@ def test_bad_config_gives_one_line_error_naming_the_field(data, message):
     assert "\n" not in str(info.value)
 
 
+def test_an_echoed_input_is_masked():
+    """A URL in the wrong type of field is echoed back in the error: without its password."""
+    with pytest.raises(ConfigError) as info:
+        parse_config({"name": "x", "storage": ["postgresql+psycopg://ada:s3cret@db/prism"]}, "config")
+    assert "storage: Input should be a valid string (got ['postgresql+psycopg://ada:***@db/prism'])" in str(info.value)
+    assert "s3cret" not in str(info.value)
+
+
 def test_missing_file_and_bad_toml(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.toml")
