@@ -19,6 +19,9 @@ stage_confirm() {  # every schedule and uniform again on two fresh seeds: 3 pair
 stage_long() {     # a subset of bench-main at 4x the budget (8.2 M tokens), 2 paired seeds
     cli run studies/bench-long.toml
 }
+stage_long3() {    # a third paired seed for bench-long (seed 1000: its 5 schedules and uniform), so its gaps get t intervals
+    cli confirm bench-long --top 5 --seeds 1 --storage "$STORAGE"
+}
 stage_width() {    # the same subset at d_model 256, bench-main's budget, 2 paired seeds
     cli run studies/bench-width.toml
 }
@@ -27,7 +30,7 @@ stage_free() {     # non-monotone schedules: TPE over the free family at bench-m
     cli confirm bench-free --top 3 --seeds 2 --storage "$STORAGE"
 }
 
-stages=${1:-main confirm long width free}
+stages=${1:-main confirm long width free long3}
 for s in $stages; do
     echo "== stage $s ($(date -u +%H:%M:%S))"
     "stage_$s"
