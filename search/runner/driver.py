@@ -12,8 +12,12 @@ trial holds its schedule: search.runner.cache.holder).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -218,9 +222,16 @@ class Driver:
         ahead = budget((t for t in self._db(self.study.get_trials, deepcopy=False) if t.number < trial.number), self.config.seed)
         return ahead.trained + ahead.running >= target
 
+    def _ask(self) -> optuna.Trial:
+        """A new trial, known to this driver before Ctrl-C or SIGTERM can act: one that landed inside `ask` (after the
+        database made the trial RUNNING) left a trial the interrupt handler could not find, RUNNING until stale."""
+        with _interrupts_held():
+            trial = self.study.ask()
+            self.asked.append(trial)
+        return trial
+
     def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> Literal["surplus", "served", "trained"]:
-        trial = self._db(self.study.ask)
-        self.asked.append(trial)
+        trial = self._db(self._ask)
         self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
         attrs = trial.user_attrs
         if self._is_surplus(trial, target):
@@ -417,3 +428,21 @@ class Driver:
                 f"{self.failures} trials failed (search.max_failed_trials={self.config.search.max_failed_trials}); "
                 "see `prism-search status` for their errors"
             )
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM arriving inside the block take effect when it ends, through their own handlers."""
+    signums = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not None]  # None: set outside Python
+    if threading.current_thread() is not threading.main_thread() or not signums:
+        yield  # only the main thread handles signals
+        return
+    held: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for signum in held:
+            signal.raise_signal(signum)

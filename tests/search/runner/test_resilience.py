@@ -224,6 +224,30 @@ def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local,
     assert _retries(study)[lost.number] in runs and [r["seeds"] for r in rows] == [1, 1]
 
 
+class _CtrlCInsideAsk(optuna.samplers.RandomSampler):
+    """Presses Ctrl-C (a real SIGINT to this process) inside `ask`, after the database has made the trial RUNNING:
+    where a Ctrl-C sent just after a trial finished lands when the driver asks for the next one."""
+
+    def before_trial(self, study, trial):
+        super().before_trial(study, trial)
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_ctrl_c_inside_ask_leaves_no_trial_running(ray_local, tiny_config):
+    """The interrupt takes effect once the driver knows the trial: failed as interrupted and queued again, not left
+    RUNNING (which made the interrupted-run test flaky: `resume` found a RUNNING trial no driver owned)."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own Ctrl-C, as in the CLI
+    config, study = _one_worker_study(tiny_config, n_trials=1)
+    study.sampler = _CtrlCInsideAsk(seed=0)
+    fingerprint = corpus_fingerprint(config)
+    with pytest.raises(KeyboardInterrupt):
+        Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(1, n_workers=1)
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]  # the baseline, then its copy in the queue
+    assert "interrupted" in trials[0].user_attrs["error"]
+    assert trials[1].user_attrs["schedule"] == str(config.baseline)
+
+
 def test_killed_worker_fails_its_trial_and_the_schedule_is_retried(tmp_path, study_toml):
     url = f"sqlite:///{tmp_path / 'worker.db'}"
     with open(tmp_path / "run.log", "w") as log:
