@@ -19,8 +19,8 @@ stage_confirm() {  # every schedule and uniform again on two fresh seeds: 3 pair
 stage_long() {     # a subset of bench-main at 4x the budget (8.2 M tokens), 2 paired seeds
     cli run studies/bench-long.toml
 }
-stage_long3() {    # a third paired seed for bench-long (seed 1000: its 5 schedules and uniform), so its gaps get t intervals
-    cli confirm bench-long --top 5 --seeds 1 --storage "$STORAGE"
+stage_long3() {    # bench-long's 5 schedules and uniform on 2 fresh seeds (1000, 1001; confirm needs >= 2), so its gaps get t intervals
+    cli confirm bench-long --top 5 --seeds 2 --storage "$STORAGE"
 }
 stage_width() {    # the same subset at d_model 256, bench-main's budget, 2 paired seeds
     cli run studies/bench-width.toml
