@@ -92,8 +92,9 @@ def _print_summary(study, wall_s: float | None) -> None:
         table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung.text())
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
-    if wall_s is not None and s.best_schedule is not None and not s.confirmed:
-        table.add_row("next", f"confirm the best on fresh seeds: {s.confirm_command}")
+    if wall_s is not None and s.best_gap is not None and not s.confirmed:
+        which = "the best other schedule" if s.uniform_is_best else "the best"
+        table.add_row("next", f"confirm {which} on fresh seeds: {s.confirm_command}")
     console.print(table)
     if s.confirmation:
         _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")

@@ -58,7 +58,7 @@ class Summary:
     best_number: int | None
     baseline_schedule: str
     baseline_value: float | None  # paired baseline: same seed as every search trial
-    best_gap: GapReport | None  # the best's paired gap to uniform (negative = better than uniform)
+    best_gap: GapReport | None  # the best's paired gap to uniform (negative = better); the runner-up's when uniform wins
     n_trials: int
     uniform_noise_floor: float | None = None  # sd of uniform's val loss across baseline seeds, not a gap's noise
     objectives: list[str] = field(default_factory=lambda: ["val_loss"])
@@ -71,6 +71,7 @@ class Summary:
     confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
+    runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
 
     def to_dict(self) -> dict:
         return asdict(self) | {"gap_text": self.gap_text(), "fidelity_warnings": self.fidelity_warnings()}
@@ -79,8 +80,19 @@ class Summary:
     def confirm_command(self) -> str:
         return f"prism-search confirm {self.name} --top 1 --seeds 3"
 
+    @property
+    def uniform_is_best(self) -> bool:
+        return self.best_schedule is not None and self.best_schedule == self.baseline_schedule
+
     def gap_text(self) -> str:
-        return self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
+        """The best's gap; when uniform is the best, saying "+0.0000 against itself" would hide the answer, so
+        the text says uniform won and gives the best other schedule's gap."""
+        if self.uniform_is_best and self.runner_up is None:
+            return "none yet: uniform is the only schedule finished at the search seed"
+        gap = self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
+        if self.uniform_is_best:
+            return f"none: uniform is the best schedule at the search seed; the best other, {self.runner_up}: {gap}"
+        return gap
 
     def failed_text(self) -> str:
         """The failed_runs and what to do: run and resume leave them failed (search.study.create)."""
@@ -242,6 +254,11 @@ def summarize(study: optuna.Study) -> Summary:
     confirm_seeds = confirm_seeds_run(trials)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
     n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing})
+    # the best schedule other than uniform, in rank order: the one whose gap is worth showing
+    others = list(dict.fromkeys(t.user_attrs.get(SCHEDULE) for t in competing if t.user_attrs.get(SCHEDULE) != baseline))
+    best_schedule = best.user_attrs.get(SCHEDULE) if best else None
+    shown = others[0] if best_schedule == baseline and others else best_schedule
+    uniform_wins = best_schedule == baseline
     references = [
         {
             "name": t.user_attrs.get(REFERENCE, t.user_attrs[SCHEDULE]),
@@ -259,12 +276,12 @@ def summarize(study: optuna.Study) -> Summary:
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
-        best_schedule=best.user_attrs.get(SCHEDULE) if best else None,
+        best_schedule=best_schedule,
         best_value=val_loss(best) if best else None,
         best_number=best.number if best else None,
         baseline_schedule=baseline,
         baseline_value=runs.get((baseline, config.seed)),
-        best_gap=gap_report(runs, best.user_attrs[SCHEDULE], baseline, confirm_seeds, n_schedules) if best else None,
+        best_gap=gap_report(runs, shown, baseline, confirm_seeds, n_schedules - uniform_wins) if shown and shown != baseline else None,
         n_trials=config.n_trials,
         uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,
         objectives=list(config.search.objectives),
@@ -281,4 +298,5 @@ def summarize(study: optuna.Study) -> Summary:
             for (role, schedule, seed), t in failed_for_good(trials).items()
             if role in (ROLE_BASELINE, ROLE_REFERENCE)
         ],
+        runner_up=shown if uniform_wins and shown != baseline else None,
     )

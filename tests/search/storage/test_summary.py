@@ -186,6 +186,27 @@ def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config,
     assert "confirm the best on fresh seeds" not in capsys.readouterr().out
 
 
+def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform_against_itself(tiny_config, monkeypatch, capsys):
+    from search import cli
+
+    monkeypatch.setattr(cli.console, "width", 250)
+    study = make_study(tiny_config)
+    add(study, UNIFORM, 0, 2.00, role="baseline")
+    s = summarize(study)
+    assert s.best_schedule == UNIFORM and s.best_gap is None and s.runner_up is None
+    assert s.gap_text() == "none yet: uniform is the only schedule finished at the search seed"
+    add(study, "4x3", 0, 2.03)
+    add(study, "2x3", 0, 2.01)  # the best other: +0.01 worse than uniform, picked from the 2 others
+    s = summarize(study)
+    assert s.best_schedule == UNIFORM and s.runner_up == "2x3" and s.best_gap.search.mean == pytest.approx(0.01)
+    assert s.gap_text() == (
+        "none: uniform is the best schedule at the search seed; the best other, 2x3: +0.0100 (n=1: noise not measured "
+        "yet; run `prism-search confirm known --top 1 --seeds 3`), selected as best of 2 schedules (not confirmed)"
+    )
+    cli._print_summary(study, 12.0)
+    assert "confirm the best other schedule on fresh seeds: prism-search confirm known --top 1 --seeds 3" in capsys.readouterr().out
+
+
 def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_config):
     study = make_study(tiny_config)
     searched(study)
