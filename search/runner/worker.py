@@ -84,7 +84,8 @@ class TrialSession:
             )
         self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
         self.spec, self.corpus = spec, corpus
-        return {"host": socket.gethostname(), "pid": os.getpid(), "device": str(self.trainer.device)}
+        device = self.trainer.device
+        return {"host": socket.gethostname(), "pid": os.getpid(), "device": str(device), "kernels": _kernels(device)}
 
     def advance(self) -> EvalPoint | TrainResult:
         """Train to the next evaluation; the final result once the budget is spent."""
@@ -120,6 +121,16 @@ class TrialSession:
             ratio, uniform = throughput_ratio(spec, corpus)
             result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
         return result
+
+
+def _kernels(device: torch.device) -> str:
+    """Which kernels did the arithmetic. The same (schedule, seed) trained on two machines of different speed
+    differed by up to 3.8e-3 in val loss after 1,000 steps (docs/results.md), while one machine repeats a run
+    bit for bit; the kernels torch picks per CPU feature set (or GPU model) are the likely cause, so each trial
+    records them and an analysis can tell which pairs ran on the same kind of hardware."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu {torch.backends.cpu.get_cpu_capability()}"
 
 
 def run_trial(spec: TrialSpec) -> TrainResult:

@@ -16,6 +16,7 @@ from pathlib import Path
 import optuna
 import pytest
 import sqlalchemy
+import torch
 from optuna.trial import TrialState
 
 from search.runner.cluster import ClusterError, check_cluster
@@ -206,6 +207,7 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     # more than 4 long-lived workers of 1 CPU each cannot fit on one 4-CPU node: the study ran on both raylets
     # (trials served from the duplicate cache train on no worker, so fewer than 8 may have one)
     assert len({w["pid"] for w in workers}) > NODE_CPUS
+    assert {w["kernels"] for w in workers} == {f"cpu {torch.backends.cpu.get_cpu_capability()}"}  # what did the arithmetic
     assert peak_running == 8
     # only the driver talks to the database, through a pool of 2 (+2 overflow): not 15 per worker
     assert 1 <= peak_connections[0] <= 4, peak_connections
