@@ -1,6 +1,10 @@
+import tomllib
+
 import pytest
 
 from search.config import ConfigError, load_config, parse_config, references_for
+from search.study.pruning import budget_tokens, rungs
+from tests.search.conftest import ROOT
 
 
 def test_tiny_config_loads_with_defaults(tiny_config):
@@ -89,3 +93,11 @@ def test_paper_ramp_reaches_the_baseline_count_by_relative_depth_029():
     # counts 1, 2, 4 up to the baseline's 4 heads by layer ceil(0.29 * 12) = 4, then 4 heads to the end
     assert str(refs[0].schedule) == "1x2,2x2,4x8"
     assert str(refs[1].schedule) == "1x4,4x8"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "studies").glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_study_config_is_valid(path):
+    """`stored`: the disk is not consulted, so the GPU recipe validates without its corpus on this machine."""
+    config = parse_config(tomllib.loads(path.read_text()), path.name, stored=True)
+    if config.name == "gpu-124m":  # short budgets misrank schedules (docs/results.md): the recipe prunes late
+        assert rungs(config) and min(rungs(config)) >= budget_tokens(config)[1] // 2
