@@ -67,7 +67,8 @@ def _print_summary(study, wall_s: float | None) -> None:
     s = summarize(study)
     table = Table(title=f"study {s.name}", show_header=False)
     counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
-    table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials})")
+    confirmation = f", + {s.confirmation_runs} confirmation runs" if s.confirmation_runs else ""
+    table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials}{confirmation})")
     if s.exhausted:
         table.add_row("stopped early", s.exhausted)
     table.add_row("best schedule", f"{s.best_schedule} (trial {s.best_number})" if s.best_schedule else "-")

@@ -1,6 +1,8 @@
 """What `n_trials` counts: trained trials. A trial served by the duplicate cache (search.runner.cache) is told to the
-sampler, so it learns, but buys nothing, so it does not count. The driver's stop rule, `resume`, `confirm`, progress,
-`status` and the dashboard all read the study through `budget`, so they agree on how far a study is.
+sampler, so it learns, but buys nothing, so it does not count. Confirmation runs (`prism-search confirm`) train but
+are not the search's: they count apart (`Budget.confirmation`), so confirming never eats the search's budget. The
+driver's stop rule, `resume`, `confirm`, progress, `status` and the dashboard all read the study through `budget`, so
+they agree on how far a study is.
 
 A sampler that keeps proposing trained schedules has exhausted the space (a small space is fully trained, or the sampler
 has converged): after `duplicate_cap(n_trials)` served duplicates in a row, or once every member of the family is
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule
-from search.attrs import DUPLICATE_ATTR, SCHEDULE, SEED
+from search.attrs import DUPLICATE_ATTR, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 
 if TYPE_CHECKING:
     from search.families import ScheduleFamily
@@ -32,6 +34,12 @@ class Budget:
     waiting: int  # enqueued trials not started yet: the sampler is not asked while they last
     streak: int  # served duplicates (finished or waiting) since the last trial that trained, by trial number
     schedules: frozenset[str]  # distinct schedules trained or training at the search seed
+    confirmation: int = 0  # of `trained`, the confirmation runs
+
+    @property
+    def searched(self) -> int:
+        """Trained trials of the search itself (baseline and reference runs included): what `n_trials` counts."""
+        return self.trained - self.confirmation
 
 
 def is_served(trial: FrozenTrial) -> bool:
@@ -40,7 +48,7 @@ def is_served(trial: FrozenTrial) -> bool:
 
 def budget(trials: Iterable[FrozenTrial], search_seed: int) -> Budget:
     """One pass over a study's trials (any states; FAIL ones count nowhere)."""
-    trained = running = served = waiting = streak = 0
+    trained = running = served = waiting = streak = confirmation = 0
     schedules = set()
     for t in sorted(trials, key=lambda t: t.number):
         if t.state == TrialState.WAITING:
@@ -56,9 +64,10 @@ def budget(trials: Iterable[FrozenTrial], search_seed: int) -> Budget:
             running += 1
         else:
             trained += 1
+            confirmation += t.user_attrs.get(ROLE) == ROLE_CONFIRM
         if t.user_attrs.get(SEED) == search_seed and SCHEDULE in t.user_attrs:
             schedules.add(t.user_attrs[SCHEDULE])
-    return Budget(trained, running, served, waiting, streak, frozenset(schedules))
+    return Budget(trained, running, served, waiting, streak, frozenset(schedules), confirmation)
 
 
 def duplicate_cap(n_trials: int) -> int:

@@ -66,7 +66,8 @@ class Summary:
     pareto: list[dict] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
     infeasible: int = 0  # finished trials below search.min_throughput_ratio
     duplicates: int = 0  # trials served by the duplicate cache
-    trained: int = 0  # finished trials that trained: what n_trials counts (search.storage.budget)
+    trained: int = 0  # finished trials of the search that trained: what n_trials counts (search.storage.budget)
+    confirmation_runs: int = 0  # finished confirmation runs that trained, apart from n_trials
     exhausted: str | None = None  # why the study stopped short of n_trials, when the space ran out
     confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
@@ -289,8 +290,9 @@ def summarize(study: optuna.Study) -> Summary:
         pareto=sorted(pareto, key=lambda p: p["val_loss"]),
         infeasible=sum(not is_feasible(t) for t in trials if t.state in FINISHED),
         duplicates=done.served,
-        trained=done.trained,
-        exhausted=exhausted(done, family_for(config), config.n_trials) if done.trained < config.n_trials else None,
+        trained=done.searched,
+        confirmation_runs=done.confirmation,
+        exhausted=exhausted(done, family_for(config), config.n_trials) if done.searched < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
         fidelity=fidelity(*full_curves(trials), config.search.reduction_factor),
         failed_runs=[

@@ -97,10 +97,10 @@ def _drive(
         console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
     done = budget(study.get_trials(deepcopy=False), config.seed)
     full = exhausted(done, family_for(config), config.n_trials)
-    if done.trained >= config.n_trials or full:
-        why = f" ({full})" if full and done.trained < config.n_trials else ""
+    if done.searched >= config.n_trials or full:
+        why = f" ({full})" if full and done.searched < config.n_trials else ""
         console.print(
-            f"study {config.name} already has {done.trained}/{config.n_trials} trained trials{why}; nothing to run",
+            f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run",
             soft_wrap=True,
             highlight=False,
         )
@@ -108,13 +108,14 @@ def _drive(
     workers = config.resources.workers
     if dashboard := connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial):
         console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
-    progress = Progress(config.name, config.n_trials, done.trained, console=console)
+    progress = Progress(config.name, config.n_trials, done.searched, console=console)
     started = time.monotonic()
     try:
         with sigterm_as_ctrl_c():
             _seed_with_prior(study, config, prior, fingerprint, progress)
             driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
-            driver.run(reachable_target(study, config.n_trials), workers)
+            # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
+            driver.run(reachable_target(study, config.n_trials + done.confirmation), workers)
     finally:
         progress.close()
     return study, time.monotonic() - started

@@ -56,6 +56,17 @@ def test_served_duplicates_in_a_row_exhaust_the_space_unless_the_queue_still_hol
     assert budget(study.get_trials(), 0).streak == 0
 
 
+def test_confirmation_runs_train_but_count_apart_from_the_search_s_n_trials(tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'c.db'}")
+    _trial(study, "1x3")
+    _trial(study, "4x3", state=TrialState.PRUNED)
+    _trial(study, "1x3", seed=1000, role="confirm")
+    _trial(study, "4x3", seed=1000, role="confirm", **{DUPLICATE_ATTR: 1})  # served: trains nothing
+    _trial(study, "4x3", seed=1001, role="confirm", state=TrialState.RUNNING)
+    b = budget(study.get_trials(), search_seed=0)
+    assert (b.trained, b.confirmation, b.searched, b.running, b.served) == (3, 1, 2, 1, 1)
+
+
 def _config(tiny_config: StudyConfig, **search) -> StudyConfig:
     data = tiny_config.model_dump()
     data["n_trials"] = 6

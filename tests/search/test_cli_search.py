@@ -71,7 +71,14 @@ def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
         len(runs) :
     ]
     assert sorted((t.user_attrs["schedule"], t.user_attrs["seed"]) for t in added) == sorted((r["schedule"], 1002) for r in rows)
-    assert [r["seeds"] for r in json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]["confirmation"]] == [3, 3]
+    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]
+    assert [r["seeds"] for r in status["confirmation"]] == [3, 3]
+    assert (status["trained"], status["confirmation_runs"]) == (3, 6)  # 2 schedules x 3 seeds, apart from n_trials
+
+    resumed = runner.invoke(app, ["resume", "tiny", "--n-trials", "4", *url])  # the 6 confirmation runs eat none of it
+    assert resumed.exit_code == 0, resumed.output
+    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]
+    assert (status["trained"], status["confirmation_runs"]) == (4, 6)
 
 
 def _heads(text):
