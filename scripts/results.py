@@ -12,8 +12,9 @@ t intervals on their real degrees of freedom, Spearman rank agreement with boots
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import shutil
+import sqlite3
 import statistics
 import tempfile
 from collections import defaultdict
@@ -59,12 +60,15 @@ class Study:
 
 
 def load(db: Path) -> dict[str, Study]:
-    """Every prism-search study in the file, read from a temporary copy (reading must never change the file)."""
+    """Every prism-search study in the file, read from a temporary copy (reading must never change the file). The copy
+    is SQLite's online backup, not a file copy: while a benchmark runs, its newest trials sit in the -wal file beside
+    the database, which a copy of the file alone would miss."""
     from search.storage.records import stored_config
 
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "bench.db"
-        shutil.copy(db, copy)
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as src, contextlib.closing(sqlite3.connect(copy)) as dst:
+            src.backup(dst)
         storage = optuna.storages.RDBStorage(f"sqlite:///{copy}")
         studies = {}
         for summary in optuna.get_all_study_summaries(storage):
