@@ -126,8 +126,8 @@ class TrialSession:
 def _kernels(device: torch.device) -> str:
     """Which kernels did the arithmetic. The same (schedule, seed) trained in two sessions days apart differed
     by up to 3.8e-3 in val loss after 1,000 steps (docs/results.md), while one machine repeats a run bit for
-    bit; the kernels torch picks per CPU feature set (or GPU model) are the likely cause, so each trial records
-    them and an analysis can tell which pairs ran on the same kind of hardware."""
+    bit; the kernels torch picks per CPU feature set (or GPU model) are one candidate, so each trial records them
+    and an analysis can tell which pairs ran on the same kind of hardware."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"cpu {torch.backends.cpu.get_cpu_capability()}"
