@@ -99,7 +99,7 @@ def _print_summary(study, wall_s: float | None) -> None:
     console.print(table)
     if s.confirmation:
         _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")
-    for warning in s.fidelity_warnings():
+    for warning in s.warnings():
         err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
 
 

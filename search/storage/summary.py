@@ -16,7 +16,7 @@ from functools import lru_cache
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import CURVE, DUPLICATE_ATTR, ERROR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED
+from search.attrs import CURVE, DUPLICATE_ATTR, ERROR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED, WORKER
 from search.config import StudyConfig, family_for
 from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
 from search.storage.budget import budget, exhausted
@@ -73,9 +73,10 @@ class Summary:
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
+    kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"gap_text": self.gap_text(), "fidelity_warnings": self.fidelity_warnings()}
+        return asdict(self) | {"gap_text": self.gap_text(), "fidelity_warnings": self.fidelity_warnings(), "warnings": self.warnings()}
 
     @property
     def confirm_command(self) -> str:
@@ -108,6 +109,19 @@ class Summary:
 
     def fidelity_warnings(self) -> list[str]:
         return [w for r in self.fidelity or [] if (w := r.warning())]
+
+    def warnings(self) -> list[str]:
+        """Everything `status` and the dashboard warn about: unreliable rungs, and runs on mixed hardware, where the
+        same (schedule, seed) does not repeat bit for bit (docs/results.md), so a pair across kinds is not exact."""
+        mixed = (
+            [
+                f"the runs were trained on {len(self.kernels)} kinds of hardware ({', '.join(self.kernels)}): the same run "
+                "differs across kinds, so paired gaps between them carry that difference too; keep a study on one kind"
+            ]
+            if len(self.kernels) > 1
+            else []
+        )
+        return self.fidelity_warnings() + mixed
 
 
 def val_loss(trial: FrozenTrial) -> float:
@@ -301,4 +315,5 @@ def summarize(study: optuna.Study) -> Summary:
             if role in (ROLE_BASELINE, ROLE_REFERENCE)
         ],
         runner_up=shown if uniform_wins and shown != baseline else None,
+        kernels=sorted({k for t in complete if (k := t.user_attrs.get(WORKER, {}).get("kernels"))}),
     )

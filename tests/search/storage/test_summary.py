@@ -207,6 +207,21 @@ def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform
     assert "confirm the best other schedule on fresh seeds: prism-search confirm known --top 1 --seeds 3" in capsys.readouterr().out
 
 
+def test_runs_trained_on_mixed_hardware_are_warned_about(tiny_config):
+    study = make_study(tiny_config)
+    add(study, UNIFORM, 0, 2.05, role="baseline", worker={"pid": 1, "kernels": "cpu AVX512"})
+    add(study, "4x3", 0, 2.00, worker={"pid": 2, "kernels": "cpu AVX512"})
+    add(study, "2x3", 0, 2.03)  # trained before workers recorded their kernels: says nothing
+    assert summarize(study).warnings() == []
+    add(study, "1x3", 0, 2.04, worker={"pid": 3, "kernels": "cpu AVX2"})
+    s = summarize(study)
+    assert s.kernels == ["cpu AVX2", "cpu AVX512"] and s.to_dict()["warnings"] == s.warnings()
+    assert s.warnings() == [
+        "the runs were trained on 2 kinds of hardware (cpu AVX2, cpu AVX512): the same run differs across kinds, "
+        "so paired gaps between them carry that difference too; keep a study on one kind"
+    ]
+
+
 def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_config):
     study = make_study(tiny_config)
     searched(study)
