@@ -42,6 +42,7 @@ class Run:
     final: float
     curve: dict[int, float]
     throughput_ratio: float | None
+    tokens_per_s: float | None
 
 
 @dataclass
@@ -89,6 +90,7 @@ def load(db: Path) -> dict[str, Study]:
                         t.values[0],
                         dict(t.intermediate_values),
                         t.user_attrs.get("throughput_ratio"),
+                        t.user_attrs.get("tokens_per_s"),
                     )
                 )
             studies[s.name] = s
@@ -104,9 +106,11 @@ def gaps(study: Study, schedule: str, seeds: set[int] | None = None):
 
 
 def table_main(study: Study) -> tuple[str, list[tuple[str, float]]]:
-    """Every schedule: seeds, mean ± sd, paired gap with interval and p, tokens/s ratio; ranked by mean."""
+    """Every schedule: seeds, mean ± sd, paired gap with interval and p, tokens/s ratio, the gap at each seed; ranked
+    by mean."""
     rows = []
-    for schedule, runs in study.by_schedule().items():
+    by_schedule = study.by_schedule()
+    for schedule, runs in by_schedule.items():
         finals = [r.final for r in runs.values()]
         ratios = [r.throughput_ratio for r in runs.values() if r.throughput_ratio]
         rows.append(
@@ -121,16 +125,20 @@ def table_main(study: Study) -> tuple[str, list[tuple[str, float]]]:
         )
     rows.sort()
     lines = [
-        "| rank | schedule | seeds | val loss mean ± sd | paired gap to uniform [95% t interval] (n, p) | verdict | tokens/s ratio |",
-        "|---:|---|---:|---|---|---|---:|",
+        "| rank | schedule | seeds | val loss mean ± sd | paired gap to uniform [95% t interval] (n, p) | verdict | tokens/s ratio "
+        "| gap at each seed |",
+        "|---:|---|---:|---|---|---|---:|---|",
     ]
     for rank, (mean, schedule, n, sd, gap, ratio) in enumerate(rows, 1):
         mark = " (uniform)" if schedule == study.baseline else ""
         sd_text = f" ± {sd:.4f}" if sd is not None else ""
         gap_text = "-" if schedule == study.baseline or gap is None else gap.text()
         verdict = "-" if schedule == study.baseline or gap is None else gap.verdict
+        at_seeds = [(seed, _gap_at(by_schedule, schedule, study.baseline, seed)) for seed in sorted(by_schedule[schedule])]
+        per_seed = ", ".join(f"{seed}: {g:+.4f}" for seed, g in at_seeds if g is not None) if schedule != study.baseline else "-"
         lines.append(
-            f"| {rank} | `{schedule}`{mark} | {n} | {mean:.4f}{sd_text} | {gap_text} | {verdict} | {f'{ratio:.3f}' if ratio else '-'} |"
+            f"| {rank} | `{schedule}`{mark} | {n} | {mean:.4f}{sd_text} | {gap_text} | {verdict} | {f'{ratio:.3f}' if ratio else '-'} "
+            f"| {per_seed or '-'} |"
         )
     return "\n".join(lines), [(schedule, mean) for mean, schedule, *_ in rows]
 
@@ -247,11 +255,14 @@ def monotone(main: Study, free: Study | None) -> str:
         "- its gap to uniform on the seeds it was not selected on: "
         + (f"{own.text()}, verdict: **{own.verdict}**" if own else "pending (no fresh seed yet)"),
     ]
-    shared = [(r.final, main_runs[s][seed].final) for s, by in runs.items() for seed, r in by.items() if seed in main_runs.get(s, {})]
+    shared = [(s, seed, main_runs[s][seed], r) for s, by in runs.items() for seed, r in sorted(by.items()) if seed in main_runs.get(s, {})]
     if shared:
-        largest = max(abs(a - b) for a, b in shared)
+        largest = max(abs(m.final - f.final) for *_, m, f in shared)
         same = "identical: the studies share their runs" if largest == 0 else "not identical: only gaps within a study are paired"
         lines.append(f"- runs in both {FREE} and {MAIN} (same schedule and seed): {len(shared)}, largest difference {largest:.1e} ({same})")
+        lines += [
+            f"  - `{s}` seed {seed}: {MAIN} {m.final:.6f} ({_speed(m)}), {FREE} {f.final:.6f} ({_speed(f)})" for s, seed, m, f in shared
+        ]
     main_best = next((s for s, _ in table_main(main)[1] if s != main.baseline), None)
     if main_best is not None:
         pairs = [(_gap_at(runs, best, free.baseline, seed), _gap_at(main_runs, main_best, main.baseline, seed)) for seed in sorted(fresh)]
@@ -275,6 +286,10 @@ def monotone(main: Study, free: Study | None) -> str:
 
 def _is_monotone(schedule: str) -> bool:
     return Schedule.parse(schedule).is_monotone
+
+
+def _speed(run: Run) -> str:
+    return f"{run.tokens_per_s:,.0f} tokens/s" if run.tokens_per_s else "tokens/s not recorded"
 
 
 def _gap_at(runs: dict[str, dict[int, Run]], schedule: str, baseline: str, seed: int) -> float | None:

@@ -82,6 +82,8 @@ def test_tables_and_figures_from_a_constructed_study(tmp_path):
     assert "- selected: `4x1,2x2` (not monotone), best of 2 schedules at the search seed 0; 2 of the 3 schedules" in tables
     assert "- its gap to uniform on the seeds it was not selected on: +0.0033 [-0.0254, +0.0320] (n=3, p=0.67)" in tables
     assert "- runs in both bench-free and bench-main (same schedule and seed): 4, largest difference 0.0e+00 (identical" in tables
+    assert "  - `1x3` seed 1000: bench-main 1.500000 (tokens/s not recorded), bench-free 1.500000 (tokens/s not recorded)" in tables
+    assert "| 1.000 | 0: -0.0500, 1000: -0.0100, 1001: -0.0200, 1002: -0.0300 |" in tables  # 4x3's gap at each seed
     assert "schedule `4x3` on the fresh seeds (difference of the paired gaps to uniform): +0.0233 [-0.0146, +0.0613] (n=3" in tables
     assert (
         "- both studies at seed 0: 5 distinct schedules, 4 monotone; the best ten: `4x3` 2.0000, `4x1,2x2` 2.0100 (not monotone), "
