@@ -113,15 +113,13 @@ class Summary:
     def warnings(self) -> list[str]:
         """Everything `status` and the dashboard warn about: unreliable rungs, and runs on mixed hardware, where the
         same (schedule, seed) does not repeat bit for bit (docs/results.md), so a pair across kinds is not exact."""
-        mixed = (
-            [
+        out = self.fidelity_warnings()
+        if len(self.kernels) > 1:
+            out.append(
                 f"the runs were trained on {len(self.kernels)} kinds of hardware ({', '.join(self.kernels)}): the same run "
                 "differs across kinds, so paired gaps between them carry that difference too; keep a study on one kind"
-            ]
-            if len(self.kernels) > 1
-            else []
-        )
-        return self.fidelity_warnings() + mixed
+            )
+        return out
 
 
 def val_loss(trial: FrozenTrial) -> float:
@@ -140,6 +138,12 @@ def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[Froze
         if t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
+
+
+def other_schedules(competing: list[FrozenTrial], baseline: str) -> list[str]:
+    """The distinct schedules of `ranked` trials other than the baseline, best first: what `confirm --top` re-trains,
+    and the runner-up shown when uniform itself is the best."""
+    return list(dict.fromkeys(s for t in competing if (s := t.user_attrs.get(SCHEDULE)) not in (baseline, None)))
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -269,11 +273,11 @@ def summarize(study: optuna.Study) -> Summary:
     confirm_seeds = confirm_seeds_run(trials)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
     n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing})
-    # the best schedule other than uniform, in rank order: the one whose gap is worth showing
-    others = list(dict.fromkeys(t.user_attrs.get(SCHEDULE) for t in competing if t.user_attrs.get(SCHEDULE) != baseline))
     best_schedule = best.user_attrs.get(SCHEDULE) if best else None
-    shown = others[0] if best_schedule == baseline and others else best_schedule
     uniform_wins = best_schedule == baseline
+    # when uniform itself is the best, the gap worth showing is the best other schedule's
+    runner_up = next(iter(other_schedules(competing, baseline)), None) if uniform_wins else None
+    shown = runner_up if uniform_wins else best_schedule
     references = [
         {
             "name": t.user_attrs.get(REFERENCE, t.user_attrs[SCHEDULE]),
@@ -296,7 +300,7 @@ def summarize(study: optuna.Study) -> Summary:
         best_number=best.number if best else None,
         baseline_schedule=baseline,
         baseline_value=runs.get((baseline, config.seed)),
-        best_gap=gap_report(runs, shown, baseline, confirm_seeds, n_schedules - uniform_wins) if shown and shown != baseline else None,
+        best_gap=gap_report(runs, shown, baseline, confirm_seeds, n_schedules - uniform_wins) if shown else None,
         n_trials=config.n_trials,
         uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,
         objectives=list(config.search.objectives),
@@ -314,6 +318,6 @@ def summarize(study: optuna.Study) -> Summary:
             for (role, schedule, seed), t in failed_for_good(trials).items()
             if role in (ROLE_BASELINE, ROLE_REFERENCE)
         ],
-        runner_up=shown if uniform_wins and shown != baseline else None,
+        runner_up=runner_up,
         kernels=sorted({k for t in complete if (k := t.user_attrs.get(WORKER, {}).get("kernels"))}),
     )

@@ -18,7 +18,7 @@ from search.attrs import ATTR_CONFIRMATION, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
 from search.storage.budget import budget
 from search.storage.records import enqueue, stored_config
-from search.storage.summary import confirmation_rows, ranked
+from search.storage.summary import confirmation_rows, other_schedules, ranked
 from search.study.pruning import make_stopping
 
 CONFIRM_SEED_OFFSET = 1000
@@ -30,11 +30,7 @@ def confirm_seeds(config: StudyConfig, n: int) -> list[int]:
 
 def top_schedules(study: optuna.Study, top: int) -> list[str]:
     """The `top` best distinct schedules other than the baseline among feasible complete trials at the study seed."""
-    baseline = str(stored_config(study).baseline)
-    out: list[str] = []
-    for t in ranked(study):
-        if t.user_attrs[SCHEDULE] not in out and t.user_attrs[SCHEDULE] != baseline:
-            out.append(t.user_attrs[SCHEDULE])
+    out = other_schedules(ranked(study), str(stored_config(study).baseline))
     if not out:
         raise PrismSearchError(f"study {study.study_name!r} has no complete feasible trial to confirm; run it first")
     return out[:top]
