@@ -5,8 +5,6 @@ import torch; the model, the batches and the trainer do. `from prism import ...`
 """
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
@@ -25,7 +23,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
         param_count,
         validate,
     )
-    from prism.train import EvalPoint, Trainer, TrainingDiverged, TrainResult, train
+    from prism.training import EvalPoint, Trainer, TrainingDiverged, TrainResult, train
 
 _EXPORTS = {
     "prism.checkpoint": ("CheckpointError", "load_checkpoint", "save_checkpoint"),
@@ -43,7 +41,7 @@ _EXPORTS = {
         "param_count",
         "validate",
     ),
-    "prism.train": ("EvalPoint", "TrainResult", "Trainer", "TrainingDiverged", "train"),
+    "prism.training": ("EvalPoint", "TrainResult", "Trainer", "TrainingDiverged", "train"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_HOME)
@@ -59,13 +57,3 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    def __setattr__(self, name: str, value: object) -> None:
-        """Python binds each imported submodule on its package; `prism.train` stays the function, as it always was."""
-        if not (name in _HOME and isinstance(value, types.ModuleType)):
-            super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -10,10 +10,10 @@ to the most at the last, plus 0.01 x seed, so TPE has a deterministic surface to
 
     before: served duplicates count as trials: the study stops at n_trials finished trials.
     after:  served duplicates are told to the sampler but not counted: the study stops at n_trials trained trials,
-            or when search.storage.budget says the space is exhausted.
+            or when search.analysis.budget says the space is exhausted.
 
 Printed per seed and on average: served duplicates / trials asked, distinct schedules trained, the longest run of
-served duplicates in a row (what search.storage.budget.duplicate_cap must stay above). Then, for a ramp space, the
+served duplicates in a row (what search.analysis.budget.duplicate_cap must stay above). Then, for a ramp space, the
 served-duplicate rate (after) of two other encodings of the same space, to see whether the encoding is to blame:
 `ordered` draws each switch from the previous one up to L (one vector per schedule, but the ranges vary per trial),
 `index` draws the schedule's position in the family's enumeration (one fixed-range integer).
@@ -32,11 +32,11 @@ from pathlib import Path
 import optuna
 
 from prism import Schedule
+from search.analysis.budget import budget, exhausted
 from search.config import StudyConfig, family_for, load_config
 from search.families import RampFamily, ScheduleFamily
 from search.runner.cache import copy_result, find_original
 from search.runner.driver import trial_schedule
-from search.storage.budget import budget, exhausted
 from search.storage.records import schedule_attrs
 from search.study import open_study
 
@@ -79,7 +79,7 @@ class Run:
 
 
 def simulate(config: StudyConfig, family: ScheduleFamily, count_served: bool) -> Run:
-    """Ask, serve or 'train', tell, until the stop rule: n_trials finished (count_served) or search.storage.budget's."""
+    """Ask, serve or 'train', tell, until the stop rule: n_trials finished (count_served) or search.analysis.budget's."""
     study = open_study(config, optuna.storages.InMemoryStorage(), "synthetic")
     streak = longest = 0
     while True:

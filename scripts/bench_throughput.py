@@ -37,7 +37,7 @@ import scipy.stats
 import torch
 
 from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, validate
-from prism.train import _autocast_dtype
+from prism.training import _autocast_dtype
 
 
 def _args() -> argparse.Namespace:

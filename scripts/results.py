@@ -25,8 +25,8 @@ import optuna
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
-from search.storage.summary import paired_diffs
+from search.analysis.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
+from search.analysis.summary import paired_diffs
 
 MAIN, LONG, WIDTH, FREE = "bench-main", "bench-long", "bench-width", "bench-free"
 COMMAND = "python scripts/results.py"

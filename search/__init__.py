@@ -8,13 +8,13 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
+    from search.analysis.summary import Summary, summarize
     from search.config import StudyConfig, load_config, parse_config
     from search.errors import ConfigError, PrismSearchError
     from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
     from search.storage import open_storage
-    from search.storage.summary import Summary, summarize
     from search.study.create import load_study, open_study
     from search.study.samplers import ScheduleGridSampler, make_sampler
     from search.urls import mask_url
@@ -35,7 +35,7 @@ _EXPORTS = {
     "search.runner.worker": ("TrialSession", "TrialSpec", "run_trial", "throughput_ratio"),
     "search.storage": ("open_storage",),
     "search.urls": ("mask_url",),
-    "search.storage.summary": ("Summary", "summarize"),
+    "search.analysis.summary": ("Summary", "summarize"),
     "search.study.create": ("load_study", "open_study"),
     "search.study.samplers": ("ScheduleGridSampler", "make_sampler"),
 }

@@ -61,8 +61,8 @@ def resume_hint(config: StudyConfig) -> str:
 def _print_summary(study, wall_s: float | None) -> None:
     """The study table, its confirmation table and rung-fidelity warnings; after a run (`wall_s` given) it names
     the `confirm` command while the best is selected on the search seed only."""
-    from search.stats import MIN_CURVES, tokens_text
-    from search.storage.summary import summarize
+    from search.analysis.stats import MIN_CURVES, tokens_text
+    from search.analysis.summary import summarize
 
     s = summarize(study)
     table = Table(title=f"study {s.name}", show_header=False)
@@ -186,7 +186,7 @@ def status(
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
     import optuna
 
-    from search.storage.summary import summarize
+    from search.analysis.summary import summarize
     from search.study.create import load_study
 
     store = open_storage(storage or DEFAULT_STORAGE, create=False)
@@ -260,7 +260,7 @@ def best(
     storage: str | None = StorageOpt,
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
-    from search.storage.summary import summarize
+    from search.analysis.summary import summarize
 
     s = summarize(_stored(name, storage))
     if s.best_schedule is None:

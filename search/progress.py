@@ -24,7 +24,7 @@ class _Running:
 @dataclass
 class Progress:
     """Receives the driver's events; renders live on a TTY, logs one line per event otherwise. `target` and `done` count
-    trained trials: a duplicate served from the cache is shown, and counted apart (search.storage.budget)."""
+    trained trials: a duplicate served from the cache is shown, and counted apart (search.analysis.budget)."""
 
     study: str
     target: int

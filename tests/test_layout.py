@@ -54,15 +54,21 @@ def test_lazy_exports_match_what_type_checkers_read(package):
     assert static == set(importlib.import_module(package)._HOME.items())
 
 
-def test_prism_train_stays_the_function_after_its_module_is_imported():
-    """A lazily exported name must not be replaced by the submodule of the same name once that is imported."""
-    code = "import prism.train; from prism import train; print(callable(train) and not isinstance(train, type(prism)))"
-    assert _run(code) == "True"
+@pytest.mark.parametrize("package", ["prism", "search", "search.study", "search.analysis", "search.storage"])
+def test_no_exported_name_hides_a_submodule(package):
+    """A function bound over a submodule of the same name (`search.study.confirm`) makes `import pkg.name` and
+    `pkg.name` disagree; every submodule's name must differ from every name the package exports."""
+    import importlib
+    import pkgutil
+
+    module = importlib.import_module(package)
+    submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
+    assert not submodules & set(module.__all__), f"{package} exports names that hide its submodules"
 
 
-# The arrows: CLI -> study -> {space, runner, storage, priors}; runner -> prism; dashboard -> storage only.
+# The arrows: CLI -> study -> {space, runner, storage, priors}; runner -> {prism, analysis}; dashboard -> analysis -> storage.
 # Each entry lists what a package must never import.
-_SERVICE = ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.storage", "search.study")
+_SERVICE = ("search.analysis", "search.cli", "search.dashboard", "search.priors", "search.runner", "search.storage", "search.study")
 FORBIDDEN = {
     "prism": ("search", "optuna", "ray"),  # the library knows nothing of the service
     "search.errors": ("search", "prism"),
@@ -71,14 +77,35 @@ FORBIDDEN = {
     "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
     "search.references": _SERVICE + ("search.config",),
     "search.config": _SERVICE,
-    "search.stats": _SERVICE + ("search.config",),  # statistics on numbers: nothing of studies
+    "search.analysis.stats": _SERVICE + ("search.config",),  # statistics on numbers: nothing of studies
     "search.progress": _SERVICE,  # a display the driver reports into
     "search.tracking": _SERVICE,
-    "search.storage": ("search.cli", "search.dashboard", "search.priors", "search.runner", "search.study", "ray", "torch"),
+    "search.storage": (
+        "search.analysis",
+        "search.cli",
+        "search.dashboard",
+        "search.priors",
+        "search.runner",
+        "search.study",
+        "ray",
+        "torch",
+    ),
+    # what a study's stored trials show (summaries, statistics, the budget count): reads storage, never writes or trains
+    "search.analysis": (
+        "search.cli",
+        "search.dashboard",
+        "search.priors",
+        "search.runner",
+        "search.study",
+        "search.progress",
+        "search.tracking",
+        "ray",
+        "torch",
+    ),
     # the runner trains what it is handed: prism, plus storage, config, tracking and the progress display
-    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study", "search.families", "search.stats"),
+    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study", "search.families", "search.analysis.stats"),
     "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
-    # the dashboard reads storage (plus config and stats), never what writes or trains
+    # the dashboard reads analysis and storage (plus config), never what writes or trains
     "search.dashboard": (
         "search.cli",
         "search.priors",

@@ -11,6 +11,8 @@ import json
 import math
 from datetime import datetime
 
+from search.analysis.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
+from search.analysis.summary import pareto_front
 from search.attrs import ROLE_BASELINE, ROLE_REFERENCE, ROLE_SEARCH
 from search.dashboard.views import (
     MIN_TRIALS_FOR_IMPORTANCE,
@@ -20,8 +22,6 @@ from search.dashboard.views import (
     loss_key,
     speed_of,
 )
-from search.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
-from search.storage.summary import pareto_front
 
 ROLE_STYLE = {  # marker symbol, colour, size
     ROLE_BASELINE: ("star", "#111111", 14),

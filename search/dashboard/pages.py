@@ -13,9 +13,9 @@ from urllib.parse import quote
 import jinja2
 import plotly.offline
 
+from search.analysis.stats import tokens_text
 from search.dashboard import figures as figs
 from search.dashboard.views import StudyView, TrialRow, loss_key, same_budget_gap
-from search.stats import tokens_text
 
 REFRESH_MS = 5000
 _TITLES = {

@@ -24,11 +24,11 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError
+from search.analysis.summary import Summary, is_paired_baseline, summarize
 from search.attrs import ATTR_AUDIT, CURVE, ERROR, HEADS_PREFIX, PRUNED_AT_TOKENS, ROLE, ROLE_CONFIRM, ROLE_SEARCH, SCHEDULE, SEED, WORKER
 from search.config import ConfigError, PrismSearchError, StudyConfig
 from search.storage._optuna import set_trial_id, trial_id
 from search.storage.records import stored_config
-from search.storage.summary import Summary, is_paired_baseline, summarize
 from search.urls import mask_url
 
 
@@ -92,7 +92,7 @@ class StudyView:
             return "running"
         if self.summary is None:  # a plain Optuna study has no target
             return "finished"
-        # n_trials counts trained trials (search.storage.budget); a study whose space ran out is done too
+        # n_trials counts trained trials (search.analysis.budget); a study whose space ran out is done too
         return "finished" if self.summary.trained >= self.summary.n_trials or self.summary.exhausted else "stopped"
 
     def row(self, number: int) -> TrialRow | None:
@@ -100,7 +100,7 @@ class StudyView:
 
     @property
     def baseline(self) -> TrialRow | None:
-        """The paired uniform baseline (search.storage.summary decides which run that is, for `status` too)."""
+        """The paired uniform baseline (search.analysis.summary decides which run that is, for `status` too)."""
         config = self.config
         if config is None:  # a plain Optuna study: no uniform baseline
             return None

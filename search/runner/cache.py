@@ -9,7 +9,7 @@ If the original fails, the waiting copy is failed too and its schedule queued ag
 another trial holds the schedule (`holder`: the original's retry, typically). A copy lost with its driver or
 interrupted is queued again on the same terms. Queued next to a holder, a copy could only be served again, and a
 study at its target would never take it from the queue.
-A served trial is told to the sampler, so it learns, but does not count toward n_trials (search.storage.budget).
+A served trial is told to the sampler, so it learns, but does not count toward n_trials (search.analysis.budget).
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import optuna
 
+from search.analysis.summary import is_paired_baseline, summarize
 from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig
-from search.storage.summary import is_paired_baseline, summarize
 
 
 def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:

@@ -27,6 +27,8 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
+from search.analysis.budget import Budget, budget, exhausted
+from search.analysis.constraints import apply_constraint
 from search.attrs import ATTEMPT, DUPLICATE_ATTR, ERROR, PRUNED_AT_TOKENS, ROLE, ROLE_SEARCH, SCHEDULE, SEED, WORKER
 from search.config import StudyConfig, family_for
 from search.errors import DatabaseUnavailable, TooManyFailures
@@ -36,8 +38,6 @@ from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
-from search.storage.budget import Budget, budget, exhausted
-from search.storage.constraints import apply_constraint
 from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs, stored_config
 from search.tracking import make_trackers
 
@@ -154,7 +154,7 @@ class Driver:
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
-        self.exhausted: str | None = None  # why the study stopped short of its target (search.storage.budget)
+        self.exhausted: str | None = None  # why the study stopped short of its target (search.analysis.budget)
 
     # -- the database, always through retries ----------------------------------------------------------
     def _db(self, fn, *args, **kwargs):
@@ -177,7 +177,7 @@ class Driver:
         return self.failures > self.config.search.max_failed_trials
 
     def _budget(self) -> Budget:
-        """Trained, training and served trials of the whole study, whichever driver owns them (search.storage.budget)."""
+        """Trained, training and served trials of the whole study, whichever driver owns them (search.analysis.budget)."""
         return budget(self._db(self.study.get_trials, deepcopy=False), self.config.seed)
 
     def _heartbeat(self) -> None:
@@ -384,7 +384,7 @@ class Driver:
 
     def run(self, target: int, n_workers: int) -> None:
         """Run trials until the study has `target` trained trials (served duplicates do not count), counting every
-        driver's, or until the space is exhausted (search.storage.budget). A grid study's caller caps `target` at
+        driver's, or until the space is exhausted (search.analysis.budget). A grid study's caller caps `target` at
         what its walk can reach (search.study.samplers.reachable_target)."""
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:

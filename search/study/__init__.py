@@ -5,7 +5,7 @@ Arrows: the CLI calls the study; the study calls the schedule space, the runner,
 Importing this package loads neither Ray nor torch: the functions that train import them.
 """
 
-from search.study.confirm import run_confirmation, top_schedules
+from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import load_study, open_study
 from search.study.export import render
 from search.study.lifecycle import confirm, execute, narrow_sampler, prior_from_baseline, seed_study

@@ -3,7 +3,7 @@
 A study stores its full validated config and its corpus fingerprint (search.storage.records), so `resume NAME`
 needs no TOML and refuses a corpus that changed. The uniform baseline is enqueued first, once per
 `baseline_seeds`; the first baseline uses the study seed like every search trial, so its gap to any schedule
-is a paired comparison (search.storage.summary).
+is a paired comparison (search.analysis.summary).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import json
 
 import optuna
 
+from search.analysis.constraints import is_feasible
 from search.attrs import DUPLICATE_ATTR, PRUNED_AT_TOKENS, REFERENCE, ROLE, SCHEDULE, SEED, heads_attr
-from search.storage.constraints import is_feasible
 from search.storage.records import FINISHED, stored_config
 
 _ATTRS = (

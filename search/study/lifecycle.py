@@ -24,6 +24,8 @@ from optuna.trial import TrialState
 from rich.console import Console
 
 from prism import Schedule
+from search.analysis.budget import budget, exhausted
+from search.analysis.summary import paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
 from search.config import StudyConfig, family_for
 from search.errors import AuditError, PriorError
@@ -31,10 +33,8 @@ from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
 from search.storage import creation_lock, driver_lock, open_storage
 from search.storage._optuna import storage_url
-from search.storage.budget import budget, exhausted
 from search.storage.records import enqueue, stored_config
-from search.storage.summary import paired_baseline
-from search.study.confirm import run_confirmation, top_schedules
+from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
 from search.study.samplers import PriorSampler, reachable_target
@@ -124,7 +124,7 @@ def _drive(
 def confirm(
     study: optuna.Study, top: int, seeds: int, workers: int | None, address: str | None, console: Console, track: list[str] | None = None
 ) -> list[dict]:
-    """Re-train the `top` schedules and uniform on fresh seeds (search.study.confirm); returns the confirmation rows.
+    """Re-train the `top` schedules and uniform on fresh seeds (search.study.confirmation); returns the confirmation rows.
     `track`: --track flags on top of the stored trackers (a stored URI keeps no credentials: search.urls)."""
     from search.progress import Progress
     from search.runner.driver import connect_ray

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from prism import ModelConfig, PrismLM, Schedule, TrainConfig, Trainer, TrainingDiverged, load_corpus, train, train_batches
-from prism.train import diverged_above
+from prism.training import diverged_above
 
 CFG = ModelConfig(n_layer=2, d_model=64, block_size=32, dh_min=16, dh_max=64)
 TCFG = TrainConfig(steps=40, batch_size=8, warmup_steps=4, eval_every=10, eval_batches=2, lr=3e-3)

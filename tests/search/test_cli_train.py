@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from prism import load_checkpoint
+from search.analysis.summary import is_paired_baseline
 from search.cli import app
 from search.config import ConfigError
 from search.runner.corpus import corpus_fingerprint
@@ -17,7 +18,6 @@ from search.runner.driver import Driver
 from search.runner.single import resolve, train_single
 from search.storage import open_storage
 from search.storage.records import FINISHED
-from search.storage.summary import is_paired_baseline
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 

@@ -11,11 +11,11 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
+from search.analysis.budget import budget
+from search.analysis.summary import summarize
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
-from search.storage.budget import budget
-from search.storage.summary import summarize
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 

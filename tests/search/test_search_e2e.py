@@ -5,13 +5,13 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import Schedule
+from search.analysis.summary import summarize
 from search.attrs import DUPLICATE_ATTR
 from search.config import StudyConfig, family_for
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.storage.records import FINISHED
-from search.storage.summary import summarize
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 from search.study.samplers import reachable_target

@@ -7,13 +7,13 @@ import sys
 import pytest
 
 from prism import Schedule, TrainResult
+from search.analysis.summary import summarize
 from search.config import StudyConfig
 from search.dashboard import figures as figs
 from search.dashboard.pages import study_page
 from search.dashboard.views import study_view
 from search.storage import open_storage
 from search.storage.records import objective_values, result_attrs, schedule_attrs
-from search.storage.summary import summarize
 from search.study import open_study
 
 # (schedule, val loss, raw tokens/s, paired ratio): 2x3 ran fastest in raw tokens/s (the machine was quiet then) but is

@@ -16,11 +16,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from search.analysis.budget import is_served
 from search.config import ConfigError, TrackingSection
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
-from search.storage.budget import is_served
 from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping

@@ -178,9 +178,9 @@ def test_report_opens_offline(browser, dash_url, tmp_path):
 
 def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab):
     """The issue's 'done when': open the dashboard on a study, start real training, watch the page fill in."""
+    from search.analysis.stats import MIN_CURVES
     from search.runner.corpus import corpus_fingerprint
     from search.runner.driver import Driver
-    from search.stats import MIN_CURVES
     from search.storage import open_storage
     from search.study.create import open_study
     from search.study.pruning import make_stopping

@@ -7,10 +7,10 @@ import optuna
 from hypothesis import given
 from hypothesis import strategies as st
 
+from search.analysis.summary import pareto_front
 from search.dashboard import figures as figs
 from search.dashboard.synthetic import EARLY_HEAD_PENALTY, synthetic_study
 from search.dashboard.views import MIN_TRIALS_FOR_IMPORTANCE, layer_importance, study_view
-from search.storage.summary import pareto_front
 from tests.search.dashboard.conftest import quickstart
 
 

@@ -7,13 +7,13 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import load_checkpoint
+from search.analysis.summary import summarize
 from search.config import ConfigError, parse_config
 from search.runner.checkpoints import keep_checkpoints
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage import open_storage
-from search.storage.summary import summarize
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 

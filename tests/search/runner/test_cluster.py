@@ -19,8 +19,8 @@ import sqlalchemy
 import torch
 from optuna.trial import TrialState
 
+from search.analysis.budget import is_served
 from search.runner.cluster import ClusterError, check_cluster
-from search.storage.budget import is_served
 from search.storage.records import FINISHED
 from tests.search.conftest import ROOT
 from tests.search.runner.cluster_probe import RESOURCES

@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 from rich.console import Console
 
 from prism import Schedule
+from search.analysis.budget import budget
 from search.attrs import DUPLICATE_ATTR, ROLE_SEARCH
 from search.config import family_for
 from search.progress import Progress
@@ -26,9 +27,8 @@ from search.runner.driver import DatabaseUnavailable, Driver
 from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage
 from search.storage._optuna import stale_trial_ids, storage_of, trial_id
-from search.storage.budget import budget
 from search.storage.records import FINISHED, enqueue, schedule_attrs
-from search.study.confirm import plan
+from search.study.confirmation import plan
 from search.study.create import open_study
 from search.study.lifecycle import confirm, execute
 from search.study.pruning import make_stopping

@@ -1,11 +1,11 @@
-"""search.stats on inputs whose answers are known by hand or from scipy's reference implementations."""
+"""search.analysis.stats on inputs whose answers are known by hand or from scipy's reference implementations."""
 
 import math
 
 import pytest
 from scipy import stats as sps
 
-from search.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
+from search.analysis.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
 
 
 def test_paired_gap_is_a_t_interval_on_n_minus_1_df():
@@ -76,7 +76,7 @@ def test_tokens_text():
 def test_resample_ranks_are_scipy_midranks_with_ties():
     import numpy as np
 
-    from search.stats import resample_ranks
+    from search.analysis.stats import resample_ranks
 
     rng = np.random.default_rng(0)
     v = rng.integers(0, 5, size=40).astype(float)  # many ties, and more inside each resample

@@ -1,7 +1,7 @@
 """The summary users read (`status`, `best`, the dashboard, checkpoint retention): what a study's trials show.
 
 The uniform baseline's first seed is the study seed, like every search trial's, so its gap to any schedule is a
-paired comparison. A gap is the mean of such per-seed differences with a t interval (search.stats); the best of N
+paired comparison. A gap is the mean of such per-seed differences with a t interval (search.analysis.stats); the best of N
 is selected on the search seed, so only its gap on fresh confirmation seeds is free of that selection.
 """
 
@@ -16,11 +16,11 @@ from functools import lru_cache
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from search.analysis.budget import budget, exhausted
+from search.analysis.constraints import is_feasible
+from search.analysis.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
 from search.attrs import CURVE, DUPLICATE_ATTR, ERROR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED, WORKER
 from search.config import StudyConfig, family_for
-from search.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
-from search.storage.budget import budget, exhausted
-from search.storage.constraints import is_feasible
 from search.storage.records import FINISHED, failed_for_good, stored_config
 
 
@@ -66,7 +66,7 @@ class Summary:
     pareto: list[dict] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
     infeasible: int = 0  # finished trials below search.min_throughput_ratio
     duplicates: int = 0  # trials served by the duplicate cache
-    trained: int = 0  # finished trials of the search that trained: what n_trials counts (search.storage.budget)
+    trained: int = 0  # finished trials of the search that trained: what n_trials counts (search.analysis.budget)
     confirmation_runs: int = 0  # finished confirmation runs that trained, apart from n_trials
     exhausted: str | None = None  # why the study stopped short of n_trials, when the space ran out
     confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule

@@ -8,9 +8,9 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
+from search.analysis.summary import ranked, summarize
 from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION, DUPLICATE_ATTR
-from search.storage.summary import ranked, summarize
-from search.study.confirm import collect
+from search.study.confirmation import collect
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
 

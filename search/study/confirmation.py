@@ -3,7 +3,7 @@
 Confirmation seeds are fixed (study seed + 1000 + k), never used by the search, so re-running `confirm` (after a stop,
 or with more seeds) queues only the runs it does not already hold, finished or still queued. Each schedule's gap to uniform is
 paired per seed (same initial weights, data order and validation batches) and reported with a t interval on the
-confirmation seeds only (`search.storage.summary.confirmation_rows`).
+confirmation seeds only (`search.analysis.summary.confirmation_rows`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import optuna
 from optuna.trial import TrialState
 
 from prism import Schedule
+from search.analysis.budget import budget
+from search.analysis.summary import confirmation_rows, other_schedules, ranked
 from search.attrs import ATTR_CONFIRMATION, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
-from search.storage.budget import budget
 from search.storage.records import enqueue, stored_config
-from search.storage.summary import confirmation_rows, other_schedules, ranked
 from search.study.pruning import make_stopping
 
 CONFIRM_SEED_OFFSET = 1000

@@ -1,5 +1,5 @@
 """n_trials counts trained trials: served duplicates are told but not counted, and a study whose sampler only
-re-proposes trained schedules stops and says the space is exhausted (search.storage.budget)."""
+re-proposes trained schedules stops and says the space is exhausted (search.analysis.budget)."""
 
 import json
 import subprocess
@@ -9,6 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from search.analysis.budget import budget, duplicate_cap, exhausted
 from search.attrs import DUPLICATE_ATTR
 from search.config import StudyConfig
 from search.dashboard.pages import studies_page
@@ -17,7 +18,6 @@ from search.families import RampFamily
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
-from search.storage.budget import budget, duplicate_cap, exhausted
 from search.storage.records import FINISHED
 from search.study import open_study
 from search.study.pruning import make_stopping

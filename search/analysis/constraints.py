@@ -4,7 +4,7 @@ Each worker measures a trial's tokens/s ratio to the uniform baseline itself (`s
 schedules in the same process, alternately, moments apart, so machine load cancels out of the ratio. With
 `search.min_throughput_ratio` set, `min_ratio - ratio` becomes an Optuna constraint (feasible when <= 0):
 Optuna's samplers, `best_trial` and `best_trials` then skip infeasible schedules, and so do our summaries.
-It lives in storage: the runner writes it on each trial and the summary and export read it back.
+The runner writes it on each trial; the summary and export read it back.
 """
 
 from __future__ import annotations
