@@ -148,6 +148,11 @@ class SearchSection(_Section):
     population_size: int = Field(8, ge=2, description="nsga2: individuals per generation")
     min_throughput_ratio: float | None = Field(None, gt=0, description="tokens/s vs uniform a schedule must reach")
     throughput_probe_steps: int = Field(8, gt=0, description="timed steps per schedule in the tokens/s ratio probe")
+    margin: float = Field(
+        0.01,
+        gt=0,
+        description="val-loss gap to uniform (nats) too small to matter: the verdicts' equivalence margin (docs/results.md)",
+    )
 
     @field_validator("objectives")
     @classmethod
