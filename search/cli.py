@@ -59,32 +59,43 @@ def resume_hint(config: StudyConfig) -> str:
 
 
 def _print_summary(study, wall_s: float | None) -> None:
-    """The study table, its confirmation table and rung-fidelity warnings; after a run (`wall_s` given) it names
-    the `confirm` command while the best is selected on the search seed only."""
+    """The verdict first, then the study table (the schedules' gaps to uniform, references, rung fidelity), the
+    confirmation table and the warnings."""
     from search.analysis.stats import MIN_CURVES, tokens_text
     from search.analysis.summary import summarize
 
     s = summarize(study)
+    console.print(Text(f"{s.name}: {s.verdict.text()}"), soft_wrap=True)
     table = Table(title=f"study {s.name}", show_header=False)
     counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
     confirmation = f", + {s.confirmation_runs} confirmation runs" if s.confirmation_runs else ""
     table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials}{confirmation})")
     if s.exhausted:
         table.add_row("stopped early", s.exhausted)
-    table.add_row("best schedule", f"{s.best_schedule} (trial {s.best_number})" if s.best_schedule else "-")
-    table.add_row("best val loss", f"{s.best_value:.4f}" if s.best_value is not None else "-")
+    seeds = f", {len(s.best_seeds)} seeds" if len(s.best_seeds) > 1 else ""
+    table.add_row("best schedule", f"{s.best_schedule} (by paired mean{seeds}; trial {s.best_number})" if s.best_schedule else "-")
+    table.add_row("best val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
     table.add_row(
         "uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule
     )
     table.add_row("gap to uniform", s.gap_text())
+    if s.method:
+        table.add_row("gaps computed by", s.method)
+    for gap in s.gaps[:TOP_GAPS]:
+        table.add_row(f"  {gap.schedule}", _gap_row(gap))
+    if len(s.gaps) > TOP_GAPS:
+        table.add_row("  ...", f"{len(s.gaps) - TOP_GAPS} more (`status --json` lists every schedule)")
     if s.failed_runs:
         table.add_row("failed for good", Text(s.failed_text()))  # the errors are text, never markup
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:
-        table.add_row(f"reference {ref['name']}", f"{ref['schedule']}: {ref['val_loss']:.4f}, gap {ref['gap'].text()}")
+        table.add_row(f"reference {ref.name}", f"{ref.schedule}: {ref.val_loss:.4f}, gap {ref.gap.text()}")
     for point in s.pareto:
-        table.add_row("pareto", ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in point.items()))
+        table.add_row(
+            "pareto",
+            ", ".join([f"number {point.number}", f"schedule {point.schedule}", *(f"{k} {v:.4g}" for k, v in point.values.items())]),
+        )
     if s.infeasible or s.duplicates:
         table.add_row("infeasible / duplicates", f"{s.infeasible} below min_throughput_ratio / {s.duplicates} served from cache")
     if s.fidelity is None:
@@ -93,9 +104,8 @@ def _print_summary(study, wall_s: float | None) -> None:
         table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung.text())
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
-    if wall_s is not None and s.best_gap is not None and not s.confirmed:
-        which = "the best other schedule" if s.uniform_is_best else "the best"
-        table.add_row("next", f"confirm {which} on fresh seeds: {s.confirm_command}")
+    if wall_s is not None and s.verdict.command:
+        table.add_row("next", f"train the seeds that decide: {s.verdict.command}")
     console.print(table)
     if s.confirmation:
         _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")
@@ -103,18 +113,28 @@ def _print_summary(study, wall_s: float | None) -> None:
         err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
 
 
-def _print_confirmation(rows: list[dict], title: str) -> None:
+TOP_GAPS = 5  # schedules listed in `status` by paired mean; --json has all
+
+
+def _gap_row(gap) -> str:
+    from search.analysis.stats import PairedGap
+
+    shown = PairedGap.of(gap.contrast, gap.adjusted_p)
+    return f"{shown.text()} {shown.verdict if shown.low is not None else ''} seeds {', '.join(map(str, gap.seeds))}".replace("  ", " ")
+
+
+def _print_confirmation(rows, title: str) -> None:
     table = Table(title=title)
     for col in ("schedule", "seeds", "val loss (mean ± sd)", "gap to uniform (paired, 95% t interval)", "verdict"):
         table.add_column(col)
     for row in rows:
         loss = (
             "-"
-            if row["val_loss_mean"] is None
-            else f"{row['val_loss_mean']:.4f}" + (f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else "")
+            if row.val_loss_mean is None
+            else f"{row.val_loss_mean:.4f}" + (f" ± {row.val_loss_std:.4f}" if row.val_loss_std is not None else "")
         )
-        gap = row["gap"]
-        table.add_row(row["schedule"], str(row["seeds"]), loss, gap.text() if gap else "(uniform)", gap.verdict if gap else "")
+        gap = row.gap
+        table.add_row(row.schedule, str(row.seeds), loss, gap.text() if gap else "(uniform)", gap.verdict if gap else "")
     console.print(table)
 
 
@@ -265,9 +285,12 @@ def best(
     s = summarize(_stored(name, storage))
     if s.best_schedule is None:
         raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
+    print(f"verdict\t{s.verdict.text()}")
     print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {s.gap_text()}")
     for point in s.pareto:
-        print("pareto\t" + "\t".join(f"{k} {v}" for k, v in point.items()))
+        print(
+            "pareto\t" + "\t".join([f"number {point.number}", f"schedule {point.schedule}", *(f"{k} {v}" for k, v in point.values.items())])
+        )
 
 
 @app.command()

@@ -1,8 +1,9 @@
-"""The summary users read (`status`, `best`, the dashboard, checkpoint retention): what a study's trials show.
+"""The summary users read (`status`, `best`, the dashboard, the report): what a study's trials show and decided.
 
 The uniform baseline's first seed is the study seed, like every search trial's, so its gap to any schedule is a
-paired comparison. A gap is the mean of such per-seed differences with a t interval (search.analysis.stats); the best of N
-is selected on the search seed, so only its gap on fresh confirmation seeds is free of that selection.
+paired comparison. Schedules are ranked by their paired mean gap to uniform over every seed they ran; the verdict
+(search.analysis.verdict) reads the many-to-one family (search.analysis.blocked), judging a searched schedule only on
+seeds it was not selected on; rung fidelity is measured within seeds (search.analysis.fidelity).
 """
 
 from __future__ import annotations
@@ -12,71 +13,129 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from search.analysis.blocked import ScheduleGap
 from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
-from search.analysis.stats import PairedGap, RungAgreement, paired_gap, rung_fidelity
-from search.attrs import CURVE, DUPLICATE_ATTR, ERROR, REFERENCE, ROLE, ROLE_BASELINE, ROLE_CONFIRM, ROLE_REFERENCE, SCHEDULE, SEED, WORKER
+from search.analysis.fidelity import Curve, RungAgreement, rung_fidelity
+from search.analysis.stats import PairedGap, paired_gap
+from search.analysis.verdict import Decision, Verdict, decide
+from search.attrs import (
+    CURVE,
+    DUPLICATE_ATTR,
+    ERROR,
+    REFERENCE,
+    ROLE,
+    ROLE_BASELINE,
+    ROLE_CONFIRM,
+    ROLE_REFERENCE,
+    ROLE_SEARCH,
+    SCHEDULE,
+    SEED,
+    WORKER,
+)
 from search.config import StudyConfig, family_for
 from search.storage.records import FINISHED, failed_for_good, stored_config
 
 
 @dataclass(frozen=True)
 class GapReport:
-    """A schedule's paired gap to uniform: on the seeds the search used, and on confirmation seeds once confirmed.
-    `selected_from` is N when this schedule was picked as the best of N on the search seed (winner's curse)."""
+    """A schedule's gap to uniform in the study's many-to-one family: over every seed it ran, and, for a schedule the
+    search picked at its seed, over the other seeds only (free of that selection). `selected_from` is N when it was
+    picked as the best of N schedules (winner's curse)."""
 
-    search: PairedGap | None
-    confirmed: PairedGap | None = None
+    all_seeds: PairedGap | None
+    unselected: PairedGap | None = None  # None when no seed of it was a selection seed (references, uniform)
     selected_from: int | None = None
 
     def text(self, next_step: str = "") -> str:
-        """The confirmed gap first when there is one, then the search-seed value it was selected on."""
+        """The gap on unselected seeds first when the schedule was selected, then the value over all seeds."""
 
         def said(gap: PairedGap) -> str:
             return gap.text(next_step) + (f" {gap.verdict}" if gap.low is not None else "")
 
-        if self.confirmed is not None:
-            search = f"; search seed {self.search.mean:+.4f}" if self.search else ""
-            picked = f", selected as best of {self.selected_from} schedules" if self.selected_from else ""
-            return f"confirmed {said(self.confirmed)}{search}{picked}"
-        if self.search is None:
+        picked = f", selected as best of {self.selected_from} schedules" if self.selected_from else ""
+        if self.unselected is not None:
+            over = f"; all {self.all_seeds.n} seeds {self.all_seeds.mean:+.4f}" if self.all_seeds else ""
+            return f"on seeds it was not selected on {said(self.unselected)}{over}{picked}"
+        if self.all_seeds is None:
             return "n/a"
-        picked = f", selected as best of {self.selected_from} schedules (not confirmed)" if self.selected_from else ""
-        return f"{said(self.search)}{picked}"
+        return f"{said(self.all_seeds)}{picked}"
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    """A reference schedule (`[space] references`), queued at every baseline seed: its gap to uniform on them."""
+
+    name: str
+    schedule: str
+    val_loss: float  # at the study seed
+    gap: GapReport
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    number: int
+    schedule: str | None
+    values: dict[str, float]  # objective name -> value
+
+    def items(self) -> list[tuple[str, object]]:
+        return [("number", self.number), ("schedule", self.schedule), *self.values.items()]
+
+
+@dataclass(frozen=True)
+class ConfirmationRow:
+    """A confirmed schedule's val loss over the confirmation seeds and its paired gap to uniform on them only."""
+
+    schedule: str
+    seeds: int
+    val_loss_mean: float | None
+    val_loss_std: float | None
+    gap: PairedGap | None  # None for uniform itself
 
 
 @dataclass
 class Summary:
     name: str
     counts: dict[str, int]
-    best_schedule: str | None
-    best_value: float | None
-    best_number: int | None
+    verdict: Verdict  # what the study decided: better, equivalent within the margin, or undecided
+    best_schedule: str | None  # best paired mean gap to uniform over all its seeds (uniform when nothing beats it)
+    best_value: float | None  # its mean val loss over `best_seeds`
+    best_seeds: tuple[int, ...]
+    best_number: int | None  # its trial at the study seed (else its first trial)
     baseline_schedule: str
     baseline_value: float | None  # paired baseline: same seed as every search trial
     best_gap: GapReport | None  # the best's paired gap to uniform (negative = better); the runner-up's when uniform wins
     n_trials: int
     uniform_noise_floor: float | None = None  # sd of uniform's val loss across baseline seeds, not a gap's noise
     objectives: list[str] = field(default_factory=lambda: ["val_loss"])
-    references: list[dict] = field(default_factory=list)  # name, schedule, val_loss, gap (GapReport)
-    pareto: list[dict] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
+    gaps: list[ScheduleGap] = field(default_factory=list)  # every schedule against uniform, best paired mean first
+    method: str = ""  # how `gaps` were computed (blocked model or paired t, and the correction)
+    references: list[ReferenceRow] = field(default_factory=list)
+    pareto: list[ParetoPoint] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
     infeasible: int = 0  # finished trials below search.min_throughput_ratio
     duplicates: int = 0  # trials served by the duplicate cache
     trained: int = 0  # finished trials of the search that trained: what n_trials counts (search.analysis.budget)
     confirmation_runs: int = 0  # finished confirmation runs that trained, apart from n_trials
     exhausted: str | None = None  # why the study stopped short of n_trials, when the space ran out
-    confirmation: list[dict] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
+    confirmation: list[ConfirmationRow] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"gap_text": self.gap_text(), "fidelity_warnings": self.fidelity_warnings(), "warnings": self.warnings()}
+        out: dict[str, Any] = asdict(self)
+        return out | {
+            "verdict": self.verdict.to_dict(),
+            "gap_text": self.gap_text(),
+            "fidelity_warnings": self.fidelity_warnings(),
+            "warnings": self.warnings(),
+        }
 
     @property
     def confirm_command(self) -> str:
@@ -90,10 +149,10 @@ class Summary:
         """The best's gap; when uniform is the best, saying "+0.0000 against itself" would hide the answer, so
         the text says uniform won and gives the best other schedule's gap."""
         if self.uniform_is_best and self.runner_up is None:
-            return "none yet: uniform is the only schedule finished at the search seed"
+            return "none yet: uniform is the only schedule finished"
         gap = self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
         if self.uniform_is_best:
-            return f"none: uniform is the best schedule at the search seed; the best other, {self.runner_up}: {gap}"
+            return f"none: uniform is the best schedule by paired mean; the best other, {self.runner_up}: {gap}"
         return gap
 
     def failed_text(self) -> str:
@@ -102,10 +161,6 @@ class Summary:
             f"{'; '.join(self.failed_runs)}; not queued again automatically: `prism-search resume {self.name} --retry-baselines` "
             "queues them once more (a divergence repeats: that needs a new study with other train settings)"
         )
-
-    @property
-    def confirmed(self) -> bool:
-        return self.best_gap is not None and self.best_gap.confirmed is not None
 
     def fidelity_warnings(self) -> list[str]:
         return [w for r in self.fidelity or [] if (w := r.warning())]
@@ -138,12 +193,6 @@ def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[Froze
         if t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
-
-
-def other_schedules(competing: list[FrozenTrial], baseline: str) -> list[str]:
-    """The distinct schedules of `ranked` trials other than the baseline, best first: what `confirm --top` re-trains,
-    and the runner-up shown when uniform itself is the best."""
-    return list(dict.fromkeys(s for t in competing if (s := t.user_attrs.get(SCHEDULE)) not in (baseline, None)))
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -181,13 +230,34 @@ def paired_baseline(trials: list[FrozenTrial], config: StudyConfig) -> FrozenTri
 
 
 def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
-    """Val loss of each (schedule, seed) over COMPLETE trials of any role, counted once: a duplicate served by
-    the cache shares its original's values, and the same schedule at the same seed is the same run."""
+    """Val loss of each (schedule, seed) over feasible COMPLETE trials of any role, counted once: a duplicate served
+    by the cache shares its original's values, and the same schedule at the same seed is the same run."""
     return {
         (t.user_attrs[SCHEDULE], t.user_attrs[SEED]): val_loss(t)
         for t in trials
-        if t.state == TrialState.COMPLETE and t.values and SCHEDULE in t.user_attrs and SEED in t.user_attrs
+        if t.state == TrialState.COMPLETE and t.values and SCHEDULE in t.user_attrs and SEED in t.user_attrs and is_feasible(t)
     }
+
+
+def study_runs(trials: list[FrozenTrial], config: StudyConfig) -> dict[tuple[str, int], float]:
+    """`paired_runs`, with uniform at the study seed taken from the paired baseline's run alone (never a search
+    trial or confirmation run that happens to train the uniform schedule there)."""
+    runs = paired_runs(trials)
+    baseline = str(config.baseline)
+    runs.pop((baseline, config.seed), None)
+    if (paired := paired_baseline(trials, config)) is not None:
+        runs[(baseline, config.seed)] = val_loss(paired)
+    return runs
+
+
+def selected_on(trials: list[FrozenTrial]) -> dict[str, set[int]]:
+    """The seeds each schedule was picked on by the search (its search trials' seeds): its gaps there carry the
+    winner's curse, so a "better" verdict never rests on them."""
+    out: dict[str, set[int]] = {}
+    for t in trials:
+        if t.user_attrs.get(ROLE) == ROLE_SEARCH and SCHEDULE in t.user_attrs and SEED in t.user_attrs:
+            out.setdefault(t.user_attrs[SCHEDULE], set()).add(t.user_attrs[SEED])
+    return out
 
 
 def paired_diffs(runs: dict[tuple[str, int], float], schedule: str, baseline: str, seeds) -> list[float]:
@@ -200,16 +270,20 @@ def confirm_seeds_run(trials: list[FrozenTrial]) -> set[int]:
     return {t.user_attrs[SEED] for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get(ROLE) == ROLE_CONFIRM}
 
 
-def gap_report(runs: dict, schedule: str, baseline: str, confirm_seeds: set[int], selected_from: int | None = None) -> GapReport:
-    search_seeds = {seed for _, seed in runs} - confirm_seeds
+def gap_report(decision: Decision, schedule: str, selected_from: int | None = None) -> GapReport:
+    every, fresh = decision.family.gap(schedule), decision.fresh.gap(schedule)
     return GapReport(
-        search=paired_gap(paired_diffs(runs, schedule, baseline, search_seeds)),
-        confirmed=paired_gap(paired_diffs(runs, schedule, baseline, confirm_seeds)),
+        all_seeds=_shown(every),
+        unselected=_shown(fresh) if fresh is not None and every is not None and fresh.seeds != every.seeds else None,
         selected_from=selected_from,
     )
 
 
-def confirmation_rows(trials: list[FrozenTrial], baseline: str) -> list[dict]:
+def _shown(gap: ScheduleGap | None) -> PairedGap | None:
+    return None if gap is None else PairedGap.of(gap.contrast, gap.adjusted_p)
+
+
+def confirmation_rows(trials: list[FrozenTrial], baseline: str) -> list[ConfirmationRow]:
     """One row per confirmed schedule (uniform first, then by mean val loss): its val loss over the confirmation
     seeds (mean, sd) and its paired gap to uniform on those seeds only."""
     runs = paired_runs(trials)
@@ -219,39 +293,50 @@ def confirmation_rows(trials: list[FrozenTrial], baseline: str) -> list[dict]:
     for schedule in schedules:
         values = [runs[(schedule, s)] for s in sorted(seeds) if (schedule, s) in runs]
         rows.append(
-            {
-                "schedule": schedule,
-                "seeds": len(values),
-                "val_loss_mean": statistics.fmean(values) if values else None,
-                "val_loss_std": statistics.stdev(values) if len(values) >= 2 else None,
-                "gap": paired_gap(paired_diffs(runs, schedule, baseline, seeds)) if schedule != baseline else None,
-            }
+            ConfirmationRow(
+                schedule=schedule,
+                seeds=len(values),
+                val_loss_mean=statistics.fmean(values) if values else None,
+                val_loss_std=statistics.stdev(values) if len(values) >= 2 else None,
+                gap=paired_gap(paired_diffs(runs, schedule, baseline, seeds)) if schedule != baseline else None,
+            )
         )
-    return sorted(rows, key=lambda r: (r["schedule"] != baseline, r["val_loss_mean"] if r["val_loss_mean"] is not None else math.inf))
+    return sorted(rows, key=lambda r: (r.schedule != baseline, r.val_loss_mean if r.val_loss_mean is not None else math.inf))
 
 
-def full_curves(trials: list[FrozenTrial]) -> tuple[tuple[tuple[tuple[int, float], ...], ...], tuple[float, ...]]:
-    """Learning curves (tokens -> val loss) and final val losses of the COMPLETE, trained (not cache-served)
-    trials whose curve reaches the longest budget any of them reached."""
+def full_curves(trials: list[FrozenTrial]) -> tuple[Curve, ...]:
+    """Learning curves (tokens -> val loss) of the feasible COMPLETE, trained (not cache-served) runs whose curve
+    reaches the longest budget any of them reached, with their schedule and seed."""
     done = []
     for t in trials:
-        if t.state != TrialState.COMPLETE or not t.values or DUPLICATE_ATTR in t.user_attrs:
+        if t.state != TrialState.COMPLETE or not t.values or DUPLICATE_ATTR in t.user_attrs or SEED not in t.user_attrs:
             continue
         curve = {int(k): float(v) for k, v in t.intermediate_values.items()} or {int(a): float(b) for a, b in t.user_attrs.get(CURVE, [])}
         if curve:
-            done.append((tuple(sorted(curve.items())), val_loss(t)))
-    last = max((c[-1][0] for c, _ in done), default=0)
-    full = [(c, f) for c, f in done if c[-1][0] == last]
-    return tuple(c for c, _ in full), tuple(f for _, f in full)
+            done.append(Curve(t.user_attrs.get(SCHEDULE, ""), t.user_attrs[SEED], curve, val_loss(t)))
+    last = max((max(c.points) for c in done), default=0)
+    return tuple(c for c in done if max(c.points) == last)
+
+
+def fidelity(curves: tuple[Curve, ...], reduction_factor: int, best: str | None) -> list[RungAgreement] | None:
+    """Large studies get fewer resamples (1,000 up to 1,000 runs, 200 from 5,000): their intervals are narrow
+    anyway, and the work stays about 10^6 ranks per evaluation point."""
+    key = tuple((c.schedule, c.seed, tuple(sorted(c.points.items())), c.final) for c in curves)
+    return _fidelity(key, reduction_factor, best)
 
 
 @lru_cache(maxsize=32)
-def fidelity(curves: tuple, finals: tuple[float, ...], reduction_factor: int) -> list[RungAgreement] | None:
-    """Cached on the curves themselves: a dashboard refresh bootstraps again only after a trial completes. Large
-    studies get fewer resamples (1,000 up to 1,000 trials, 200 from 5,000): their intervals are narrow anyway,
-    and the work stays about 10^6 ranks per evaluation point."""
-    n_boot = max(200, min(1000, 1_000_000 // max(1, len(finals))))
-    return rung_fidelity([dict(c) for c in curves], list(finals), reduction_factor, n_boot=n_boot, seed=0)
+def _fidelity(key: tuple, reduction_factor: int, best: str | None) -> list[RungAgreement] | None:
+    """Cached on the curves themselves: a dashboard refresh bootstraps again only after a trial completes."""
+    curves = [Curve(schedule, seed, dict(points), final) for schedule, seed, points, final in key]
+    n_boot = max(200, min(1000, 1_000_000 // max(1, len(curves))))
+    return rung_fidelity(curves, reduction_factor, best, n_boot=n_boot, seed=0)
+
+
+def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str]:
+    """Schedules other than uniform, best paired mean gap to uniform (over every seed they ran) first: what `confirm
+    --top` re-trains and what the verdict names."""
+    return [g.schedule for g in decide(study_runs(trials, config), str(config.baseline), {}, config.search.margin).family.gaps]
 
 
 def summarize(study: optuna.Study) -> Summary:
@@ -263,56 +348,66 @@ def summarize(study: optuna.Study) -> Summary:
         counts[t.state.name] += 1
     complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
     competing = ranked(study, config)
-    best: FrozenTrial | None = next(iter(competing), None)
     baseline = str(config.baseline)
-    runs = paired_runs(trials)
-    # uniform at the study seed is the paired baseline's run alone: its value and every gap paired with it
-    runs.pop((baseline, config.seed), None)
-    if (paired := paired_baseline(trials, config)) is not None:
-        runs[(baseline, config.seed)] = val_loss(paired)
-    confirm_seeds = confirm_seeds_run(trials)
+    runs = study_runs(trials, config)
+    decision = decide(runs, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}")
+    gaps = list(decision.family.gaps)
+    leader = gaps[0] if gaps else None
+    uniform_wins = leader is None or leader.paired_mean > 0
+    baseline_seeds = tuple(sorted(seed for s, seed in runs if s == baseline))
+    if leader is None and not baseline_seeds:  # nothing paired yet: the best run at the study seed
+        best_schedule = competing[0].user_attrs.get(SCHEDULE) if competing else None
+    else:
+        best_schedule = baseline if uniform_wins else leader.schedule if leader else None
+    best_seeds = baseline_seeds if best_schedule == baseline else leader.seeds if leader else ()
+    if best_schedule is not None and not best_seeds:
+        best_seeds = tuple(sorted(seed for s, seed in runs if s == best_schedule))
+    best_trial = _trial_of(competing, complete, best_schedule, config.seed)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
-    n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing})
-    best_schedule = best.user_attrs.get(SCHEDULE) if best else None
-    uniform_wins = best_schedule == baseline
+    n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing} | {g.schedule for g in gaps} | {baseline})
     # when uniform itself is the best, the gap worth showing is the best other schedule's
-    runner_up = next(iter(other_schedules(competing, baseline)), None) if uniform_wins else None
+    runner_up = leader.schedule if uniform_wins and leader else None
     shown = runner_up if uniform_wins else best_schedule
     references = [
-        {
-            "name": t.user_attrs.get(REFERENCE, t.user_attrs[SCHEDULE]),
-            "schedule": t.user_attrs[SCHEDULE],
-            "val_loss": val_loss(t),
-            "gap": gap_report(runs, t.user_attrs[SCHEDULE], baseline, confirm_seeds),
-        }
+        ReferenceRow(
+            name=t.user_attrs.get(REFERENCE, t.user_attrs[SCHEDULE]),
+            schedule=t.user_attrs[SCHEDULE],
+            val_loss=val_loss(t),
+            gap=gap_report(decision, t.user_attrs[SCHEDULE]),
+        )
         for t in complete
         if t.user_attrs.get(ROLE) == ROLE_REFERENCE and t.user_attrs.get(SEED) == config.seed  # one row per reference
     ]
     pareto = [
-        {"number": t.number, "schedule": t.user_attrs.get(SCHEDULE), **dict(zip(config.search.objectives, t.values))}
+        ParetoPoint(t.number, t.user_attrs.get(SCHEDULE), dict(zip(config.search.objectives, t.values, strict=False)))
         for t in (pareto_trials(competing) if len(config.search.objectives) > 1 else [])
     ]
+    best_values = [runs[key] for seed in best_seeds if best_schedule is not None and (key := (best_schedule, seed)) in runs]
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
+        verdict=decision.verdict,
         best_schedule=best_schedule,
-        best_value=val_loss(best) if best else None,
-        best_number=best.number if best else None,
+        best_value=statistics.fmean(best_values) if best_values else (val_loss(best_trial) if best_trial else None),
+        best_seeds=best_seeds,
+        best_number=best_trial.number if best_trial else None,
         baseline_schedule=baseline,
         baseline_value=runs.get((baseline, config.seed)),
-        best_gap=gap_report(runs, shown, baseline, confirm_seeds, n_schedules - uniform_wins) if shown else None,
+        best_gap=gap_report(decision, shown, n_schedules - uniform_wins) if shown else None,
         n_trials=config.n_trials,
         uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,
         objectives=list(config.search.objectives),
-        references=sorted(references, key=lambda r: r["val_loss"]),
-        pareto=sorted(pareto, key=lambda p: p["val_loss"]),
+        gaps=gaps,
+        method=decision.family.method,
+        references=sorted(references, key=lambda r: r.val_loss),
+        pareto=sorted(pareto, key=lambda p: p.values["val_loss"]),
         infeasible=sum(not is_feasible(t) for t in trials if t.state in FINISHED),
         duplicates=done.served,
         trained=done.searched,
         confirmation_runs=done.confirmation,
         exhausted=exhausted(done, family_for(config), config.n_trials) if done.searched < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
-        fidelity=fidelity(*full_curves(trials), config.search.reduction_factor),
+        fidelity=fidelity(full_curves(trials), config.search.reduction_factor, best_schedule),
         failed_runs=[
             f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
             for (role, schedule, seed), t in failed_for_good(trials).items()
@@ -321,3 +416,11 @@ def summarize(study: optuna.Study) -> Summary:
         runner_up=runner_up,
         kernels=sorted({k for t in complete if (k := t.user_attrs.get(WORKER, {}).get("kernels"))}),
     )
+
+
+def _trial_of(competing: list[FrozenTrial], complete: list[FrozenTrial], schedule: str | None, seed: int) -> FrozenTrial | None:
+    """The trial that stands for `schedule`: its competing run at the study seed, else its first complete run."""
+    if schedule is None:
+        return None
+    at_seed = [t for t in competing if t.user_attrs.get(SCHEDULE) == schedule]
+    return next(iter(at_seed), None) or next((t for t in complete if t.user_attrs.get(SCHEDULE) == schedule), None)

@@ -157,23 +157,24 @@ def pareto_title(view: StudyView) -> str:
 
 
 def fidelity(view: StudyView) -> Figure | None:
-    """Rank agreement (Spearman rho, 95% bootstrap interval) of the val loss at each evaluation with the final val
-    loss; red where pruning there is unreliable (interval below 0.5 or the eventual best cut)."""
+    """Within-seed rank agreement (Spearman rho, 95% bootstrap interval where there are enough runs) of the val loss
+    at each evaluation with the final val loss; red where pruning there is unreliable."""
     rungs = view.summary.fidelity if view.summary else None
     if not rungs:
         return None
+    agreements = [r.agreement for r in rungs]
     fig = Figure(
         dict(
             type="scatter",
             x=[r.tokens for r in rungs],
-            y=[r.rank.rho for r in rungs],
+            y=[a.rho for a in agreements],
             mode="lines+markers",
-            name="Spearman rho",
+            name="within-seed Spearman rho",
             error_y=dict(
                 type="data",
                 symmetric=False,
-                array=[r.rank.high - r.rank.rho for r in rungs],
-                arrayminus=[r.rank.rho - r.rank.low for r in rungs],
+                array=[(a.high - a.rho) if a.high is not None else 0 for a in agreements],
+                arrayminus=[(a.rho - a.low) if a.low is not None else 0 for a in agreements],
                 color="#555555",
             ),
             marker=dict(size=9, color=["#3b6fb6" if r.reliable else "#c44e52" for r in rungs]),

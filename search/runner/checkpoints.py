@@ -16,7 +16,7 @@ from pathlib import Path
 
 import optuna
 
-from search.analysis.summary import is_paired_baseline, summarize
+from search.analysis.summary import is_paired_baseline, pareto_trials, ranked
 from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig
 
@@ -33,8 +33,9 @@ def keep_checkpoints(study: optuna.Study, config: StudyConfig) -> None:
     directory, so what is kept is decided by path, not by trial."""
     if config.keep_checkpoints != "best":
         return
-    summary = summarize(study)
-    keep_numbers = {summary.best_number} | {p["number"] for p in summary.pareto}
+    competing = ranked(study, config)
+    front = pareto_trials(competing) if len(config.search.objectives) > 1 else []
+    keep_numbers = {t.number for t in competing[:1] + front}
     trials = study.get_trials(deepcopy=False)
     keep = {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials if t.number in keep_numbers or is_paired_baseline(t.user_attrs, config)}
     for path in {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials} - keep:

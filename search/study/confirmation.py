@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from prism import Schedule
 from search.analysis.budget import budget
-from search.analysis.summary import confirmation_rows, other_schedules, ranked
+from search.analysis.summary import ConfirmationRow, confirmation_rows, schedule_ranking
 from search.attrs import ATTR_CONFIRMATION, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
 from search.storage.records import enqueue, stored_config
@@ -29,8 +29,9 @@ def confirm_seeds(config: StudyConfig, n: int) -> list[int]:
 
 
 def top_schedules(study: optuna.Study, top: int) -> list[str]:
-    """The `top` best distinct schedules other than the baseline among feasible complete trials at the study seed."""
-    out = other_schedules(ranked(study), str(stored_config(study).baseline))
+    """The `top` schedules other than the baseline by paired mean gap to uniform over every seed they ran (the
+    ranking the verdict names)."""
+    out = schedule_ranking(study.get_trials(deepcopy=False), stored_config(study))
     if not out:
         raise PrismSearchError(f"study {study.study_name!r} has no complete feasible trial to confirm; run it first")
     return out[:top]
@@ -56,16 +57,16 @@ def plan(study: optuna.Study, top: int, seeds: int) -> int:
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
-def collect(study: optuna.Study) -> list[dict]:
+def collect(study: optuna.Study) -> list[ConfirmationRow]:
     """The confirmation rows of the schedules the last `confirm` planned: val loss mean ± sd, paired gap to uniform."""
     planned = json.loads(study.user_attrs[ATTR_CONFIRMATION + ".plan"])["schedules"]
     rows = confirmation_rows(study.get_trials(deepcopy=False), planned[0])
-    return [r for r in rows if r["schedule"] in planned]
+    return [r for r in rows if r.schedule in planned]
 
 
 def run_confirmation(
     study: optuna.Study, config: StudyConfig, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None
-) -> list[dict]:
+) -> list[ConfirmationRow]:
     """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules; `config`
     is the study's stored one with the command's overrides (workers, trackers)."""
     from search.runner.driver import Driver, requeue_stale_trials  # the driver needs Ray; planning and collecting don't

@@ -25,7 +25,7 @@ from rich.console import Console
 
 from prism import Schedule
 from search.analysis.budget import budget, exhausted
-from search.analysis.summary import paired_baseline
+from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
 from search.config import StudyConfig, family_for
 from search.errors import AuditError, PriorError
@@ -123,7 +123,7 @@ def _drive(
 
 def confirm(
     study: optuna.Study, top: int, seeds: int, workers: int | None, address: str | None, console: Console, track: list[str] | None = None
-) -> list[dict]:
+) -> list[ConfirmationRow]:
     """Re-train the `top` schedules and uniform on fresh seeds (search.study.confirmation); returns the confirmation rows.
     `track`: --track flags on top of the stored trackers (a stored URI keeps no credentials: search.urls)."""
     from search.progress import Progress

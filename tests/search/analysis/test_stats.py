@@ -1,11 +1,10 @@
 """search.analysis.stats on inputs whose answers are known by hand or from scipy's reference implementations."""
 
-import math
-
+import numpy as np
 import pytest
 from scipy import stats as sps
 
-from search.analysis.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
+from search.analysis.stats import Contrast, holm, paired_contrast, paired_gap, pairs_needed, tokens_text
 
 
 def test_paired_gap_is_a_t_interval_on_n_minus_1_df():
@@ -33,52 +32,40 @@ def test_paired_gap_below_three_pairs_says_the_noise_is_not_measured():
     assert paired_gap([-0.01, -0.02]).text() == "-0.0150 (n=2: noise not measured yet)"
 
 
-def test_spearman_of_a_monotone_transform_is_one_with_a_degenerate_interval():
-    x = [0.3, 1.2, 2.5, 3.1, 4.8, 5.0, 7.7]
-    r = spearman_ci(x, [math.exp(v) for v in x], n_boot=500, seed=1)
-    assert r.n == 7 and r.rho == pytest.approx(1.0) and r.low == pytest.approx(1.0) and r.high == pytest.approx(1.0)
-    assert spearman_ci(x, [-v for v in x], n_boot=200).rho == pytest.approx(-1.0)
-
-
-def test_spearman_matches_scipy_and_is_deterministic_per_seed():
-    x = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-    y = [2, 1, 4, 3, 6, 5, 8, 7, 10, 9]  # rho = 1 - 6 * 10 / (10 * 99) = 0.9394
-    r = spearman_ci(x, y, n_boot=1000, seed=3)
-    assert r.rho == pytest.approx(1 - 60 / 990) == pytest.approx(sps.spearmanr(x, y).statistic)
-    assert r.low < r.rho <= r.high <= 1.0
-    assert spearman_ci(x, y, n_boot=1000, seed=3) == r and spearman_ci(x, y, n_boot=1000, seed=4) != r
-    tied_x, tied_y = [1, 1, 2, 3, 3, 3, 4, 5], [2, 1, 1, 4, 3, 3, 5, 5]  # midranks, as scipy ranks ties
-    assert spearman_ci(tied_x, tied_y, n_boot=100).rho == pytest.approx(sps.spearmanr(tied_x, tied_y).statistic)
-    with pytest.raises(ValueError):
-        spearman_ci([1, 2], [1, 2])
-
-
-def test_rung_fidelity_agreement_and_the_successive_halving_cut():
-    finals = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
-    # at 100 tokens the ranking is the final one; at 200 it is reversed, so the best (trial 0) ranks last and is cut
-    curves = [{100: f + 1, 200: 10 - f, 300: f} for f in finals]
-    early, late = rung_fidelity(curves, finals, reduction_factor=3, n_boot=300)
-    assert early.tokens == 100 and early.rank.rho == pytest.approx(1.0) and early.kept == 2 and early.best_kept
-    assert early.reliable and early.warning() is None
-    assert late.tokens == 200 and late.rank.rho == pytest.approx(-1.0) and not late.best_kept
-    assert late.warning() == (
-        "pruning at 200 tokens is unreliable: rank agreement with the final loss may be below 0.5 "
-        "(interval down to -1.00) and the eventual best would have been pruned"
-    )
-    assert rung_fidelity(curves[:3], finals[:3], reduction_factor=3) is None  # too few complete curves
-
-
 def test_tokens_text():
     assert tokens_text(204_800) == "205k" and tokens_text(614_400) == "614k" and tokens_text(1_228_800) == "1.23M"
     assert tokens_text(512) == "512"
 
 
-def test_resample_ranks_are_scipy_midranks_with_ties():
-    import numpy as np
+def test_tost_matches_statsmodels_ttost_paired():
+    """Equivalence shown and not shown, against statsmodels' reference TOST on the same paired samples."""
+    from statsmodels.stats.weightstats import ttost_paired
 
-    from search.analysis.stats import resample_ranks
+    uniform = [2.010, 2.020, 2.015, 2.030, 2.025, 2.018, 2.022, 2.012]
+    close = [u + d for u, d in zip(uniform, [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002, -0.0005, 0.001], strict=True)]
+    far = [u + d for u, d in zip(uniform, [0.012, 0.006, 0.015, 0.009, 0.011, 0.004, 0.013, 0.010], strict=True)]
+    for schedule, shown in ((close, True), (far, False)):
+        c = paired_contrast([a - b for a, b in zip(schedule, uniform, strict=True)])
+        reference = ttost_paired(np.array(schedule), np.array(uniform), -0.005, 0.005)[0]
+        assert c.tost(0.005) == pytest.approx(reference, rel=1e-9)
+        assert (c.tost(0.005) < 0.05) is shown
 
-    rng = np.random.default_rng(0)
-    v = rng.integers(0, 5, size=40).astype(float)  # many ties, and more inside each resample
-    idx = rng.integers(0, 40, size=(60, 40))
-    assert np.array_equal(resample_ranks(v, idx), sps.rankdata(v[idx], axis=1))
+
+def test_resolution_is_the_power_analysis_of_statsmodels():
+    """The effect detected with 80% power by a two-sided paired t at 0.05, as statsmodels solves it (noncentral t)."""
+    from statsmodels.stats.power import TTestPower
+
+    sd, n = 0.008, 10
+    ours = Contrast(n, 0.0, sd / n**0.5, n - 1).detectable()
+    exact = TTestPower().solve_power(nobs=n, alpha=0.05, power=0.8, alternative="two-sided") * sd
+    assert ours == pytest.approx(exact, rel=1e-4)
+    assert pairs_needed(sd, ours) == n and pairs_needed(sd, 0.9 * ours) > n
+    assert pairs_needed(sd, 1e-6) is None  # the margin is below what any affordable number of seeds resolves
+
+
+def test_holm_matches_statsmodels_multipletests():
+    from statsmodels.stats.multitest import multipletests
+
+    p = [0.01, 0.04, 0.03, 0.005, 0.5, 0.02]
+    assert holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]))
+    assert holm([]) == []

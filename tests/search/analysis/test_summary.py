@@ -47,14 +47,14 @@ def test_the_best_is_one_pair_selected_from_n_until_confirmed(tiny_config):
     searched(study)
     s = summarize(study)
     assert s.best_schedule == "4x3" and s.baseline_value == 2.05  # of 4 schedules on seed 0: uniform, 2 searched, 1 reference
-    assert s.best_gap.search.n == 1 and s.best_gap.search.mean == pytest.approx(-0.05) and s.best_gap.confirmed is None
+    assert s.best_gap.all_seeds.n == 1 and s.best_gap.all_seeds.mean == pytest.approx(-0.05) and s.best_gap.unselected is None
     assert s.gap_text() == (
-        "-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`), "
-        "selected as best of 4 schedules (not confirmed)"
+        "-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`), selected as best of 4 schedules"
     )
-    assert not s.confirmed and s.uniform_noise_floor == pytest.approx(0.03 / 2**0.5)
+    assert s.verdict.kind == "undecided" and s.uniform_noise_floor == pytest.approx(0.03 / 2**0.5)
+    assert s.verdict.command == "prism-search confirm known --top 3 --seeds 3"  # no noise measured: every schedule is open
     ref = s.references[0]
-    assert ref["name"] == "ramp" and ref["gap"].search.mean == pytest.approx(0.05) and ref["gap"].selected_from is None
+    assert ref.name == "ramp" and ref.gap.all_seeds.mean == pytest.approx(0.05) and ref.gap.selected_from is None
     assert "±" not in s.gap_text() and "σ" not in s.gap_text()
 
 
@@ -65,15 +65,16 @@ def test_the_baseline_is_the_baseline_run_never_a_search_trial_that_trained_the_
     searched(study)
     add(study, UNIFORM, 0, 2.20)  # the last COMPLETE run of (uniform, study seed)
     s = summarize(study)
-    assert s.baseline_value == 2.05 and s.best_gap.search.mean == pytest.approx(-0.05)
-    assert s.references[0]["gap"].search.mean == pytest.approx(0.05)
+    assert s.baseline_value == 2.05 and s.best_gap.all_seeds.mean == pytest.approx(-0.05)
+    assert s.references[0].gap.all_seeds.mean == pytest.approx(0.05)
 
     failed = make_study(tiny_config, "failed")  # no baseline run completed: none stands in for it
     add(failed, UNIFORM, 0, None, role="baseline", state=TrialState.FAIL)
     add(failed, UNIFORM, 0, 2.20)
     add(failed, "4x3", 0, 2.00)
     s = summarize(failed)
-    assert s.baseline_value is None and s.best_gap.search is None and s.gap_text() == "n/a"
+    assert s.baseline_value is None and s.best_gap is None and s.gap_text() == "n/a"
+    assert s.verdict.kind == "undecided" and s.best_schedule == "4x3"  # nothing paired: the best run, undecided
 
 
 def test_baseline_and_reference_runs_whose_every_try_failed_are_listed_as_failed_for_good(tiny_config):
@@ -105,19 +106,21 @@ def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_c
     add(study, "4x3", 1000, 1.49, role="confirm", **{DUPLICATE_ATTR: 6})  # a cache hit: the same run, counted once
     s = summarize(study)
     assert s.best_schedule == "4x3" and s.best_number == 2 and all(t.user_attrs["role"] != "confirm" for t in ranked(study))
-    confirmed = s.best_gap.confirmed  # diffs -0.01, -0.02, -0.03: mean -0.02, t(0.975, 2) * 0.01 / sqrt(3) = 0.02484
-    assert confirmed.n == 3 and confirmed.mean == pytest.approx(-0.02)
-    assert confirmed.low == pytest.approx(-0.04484, abs=1e-5) and confirmed.high == pytest.approx(0.00484, abs=1e-5)
-    assert s.best_gap.search.n == 1 and s.best_gap.search.mean == pytest.approx(-0.05)  # the selection seed, apart
-    assert s.gap_text() == (
-        "confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; search seed -0.0500, selected as best of 4 schedules"
-    )
+    # off its selection seed: diffs -0.01, -0.02, -0.03, mean -0.02; the blocked model's residual df (2) all come
+    # from these pairs, so the interval is the paired t's: t(0.975, 2) * 0.01 / sqrt(3) = 0.02484
+    fresh = s.best_gap.unselected
+    assert fresh.n == 3 and fresh.mean == pytest.approx(-0.02)
+    assert fresh.low == pytest.approx(-0.04484, abs=1e-5) and fresh.high == pytest.approx(0.00484, abs=1e-5)
+    assert fresh.p == pytest.approx(0.0742, abs=1e-4) and fresh.adjusted_p >= fresh.p  # Holm over the family
+    assert s.best_gap.all_seeds.n == 4 and s.best_gap.all_seeds.mean == pytest.approx(-0.0275)  # the selection seed too
+    assert s.gap_text().startswith("on seeds it was not selected on -0.0200 [-0.0448, +0.0048] (n=3, p=0.074, adjusted p=")
+    assert s.gap_text().endswith("inside the noise; all 4 seeds -0.0275, selected as best of 4 schedules")
     rows = s.confirmation
-    assert [r["schedule"] for r in rows] == [UNIFORM, "4x3"] and [r["seeds"] for r in rows] == [3, 3]
-    assert rows[0]["gap"] is None and rows[1]["gap"] == confirmed
-    assert rows[1]["val_loss_mean"] == pytest.approx(1.58) and rows[1]["val_loss_std"] == pytest.approx(0.09)
+    assert [r.schedule for r in rows] == [UNIFORM, "4x3"] and [r.seeds for r in rows] == [3, 3]
+    assert rows[0].gap is None and rows[1].gap.mean == pytest.approx(-0.02) and rows[1].gap.n == 3
+    assert rows[1].val_loss_mean == pytest.approx(1.58) and rows[1].val_loss_std == pytest.approx(0.09)
     assert collect(study) == rows
-    assert s.to_dict()["best_gap"]["confirmed"]["n"] == 3
+    assert s.to_dict()["best_gap"]["unselected"]["n"] == 3
 
 
 def test_rung_fidelity_from_the_study_s_own_curves(tiny_config):
@@ -127,9 +130,10 @@ def test_rung_fidelity_from_the_study_s_own_curves(tiny_config):
         add(study, f"s{k}", 0, final, curve={100: final + 1, 200: 9 - final, 300: final})
     add(study, "short", 0, 2.6, curve={100: 3.0})  # no full curve: left out
     s = summarize(study)
-    early, late = s.fidelity
-    assert (early.tokens, early.rank.n, early.best_kept) == (100, 6, True) and early.rank.rho == pytest.approx(1.0)
-    assert (late.tokens, late.best_kept) == (200, False) and late.rank.rho == pytest.approx(-1.0)
+    early, late = s.fidelity  # six runs at one seed: exact permutation p-values, the best by mean is s0
+    assert (early.tokens, early.agreement.n, early.best_kept) == (100, 6, True) and early.agreement.rho == pytest.approx(1.0)
+    assert early.agreement.p == pytest.approx(1 / 720) and early.reliable
+    assert (late.tokens, late.best_kept) == (200, False) and late.agreement.rho == pytest.approx(-1.0)
     assert s.fidelity_warnings() == [late.warning()] and "pruning at 200 tokens is unreliable" in late.warning()
 
 
@@ -157,16 +161,22 @@ def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_wa
     url = ["--storage", tiny_config.storage]
     out = CliRunner().invoke(app, ["status", "known", *url])
     assert out.exit_code == 0, out.output
-    assert "confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; search seed -0.0500" in out.output
+    lines = out.output.splitlines()
+    verdict = summarize(study).verdict
+    assert lines[0] == f"known: {verdict.text()}" and verdict.kind == "undecided" and verdict.schedule == "s0"
+    assert "gaps computed by" in out.output and "blocked model (schedule + seed)" in out.output
+    assert any(line.strip().startswith("│   4x3") and "seeds 0, 1000, 1001, 1002" in line for line in lines)
     assert "confirmation of known" in out.output and "1.5800 ± 0.0900" in out.output
     assert "fidelity at 200 tokens" in out.output and "warning: pruning at 200 tokens is unreliable" in out.output
     assert "noise floor of uniform" in out.output and "σ" not in out.output
     as_json = CliRunner().invoke(app, ["status", "known", *url, "--json"]).stdout
     summary = json.loads(as_json[as_json.index("[") :])[0]
-    assert summary["best_gap"]["confirmed"]["mean"] == pytest.approx(-0.02) and summary["confirmation"][1]["gap"]["n"] == 3
+    assert summary["verdict"]["kind"] == "undecided" and summary["verdict"]["text"] == verdict.text()
+    assert summary["verdict"]["margin"] == 0.01 and summary["verdict"]["command"] == verdict.command
+    assert summary["confirmation"][1]["gap"]["n"] == 3 and summary["best_schedule"] == "s0"
     assert summary["fidelity"][1]["tokens"] == 200 and len(summary["fidelity_warnings"]) == 1
-    best = CliRunner().invoke(app, ["best", "known", *url]).stdout
-    assert best.startswith("4x3\tval_loss 2.0000\tgap to uniform confirmed -0.0200 [-0.0448, +0.0048]")
+    best = CliRunner().invoke(app, ["best", "known", *url]).stdout.splitlines()
+    assert best[0] == f"verdict\t{verdict.text()}" and best[1].startswith("s0\tval_loss 2.0000\tgap to uniform -0.0800")
 
 
 def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config, monkeypatch, capsys):
@@ -176,14 +186,17 @@ def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config,
     study = make_study(tiny_config)
     searched(study)
     cli._print_summary(study, 12.0)
-    assert "confirm the best on fresh seeds: prism-search confirm known --top 1 --seeds 3" in capsys.readouterr().out
-    cli._print_summary(study, None)  # `status`: the gap text names it already, no "next" row
-    assert "confirm the best on fresh seeds" not in capsys.readouterr().out
-    for seed in (1000, 1001, 1002):
+    out = capsys.readouterr().out
+    assert out.startswith("known: undecided at margin 0.01") and "prism-search confirm known --top 3 --seeds 3" in out.splitlines()[0]
+    assert "train the seeds that decide: prism-search confirm known --top 3 --seeds 3" in out
+    cli._print_summary(study, None)  # `status`: the verdict names it already, no "next" row
+    assert "train the seeds that decide" not in capsys.readouterr().out
+    for seed in (1000, 1001, 1002):  # 4x3 better by 0.01 at every fresh seed: decided
         add(study, UNIFORM, seed, 1.5, role="confirm")
         add(study, "4x3", seed, 1.49, role="confirm")
     cli._print_summary(study, 12.0)
-    assert "confirm the best on fresh seeds" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("known: better: 4x3 beats uniform by -0.0100") and "train the seeds that decide" not in out
 
 
 def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform_against_itself(tiny_config, monkeypatch, capsys):
@@ -194,17 +207,17 @@ def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform
     add(study, UNIFORM, 0, 2.00, role="baseline")
     s = summarize(study)
     assert s.best_schedule == UNIFORM and s.best_gap is None and s.runner_up is None
-    assert s.gap_text() == "none yet: uniform is the only schedule finished at the search seed"
+    assert s.gap_text() == "none yet: uniform is the only schedule finished"
     add(study, "4x3", 0, 2.03)
     add(study, "2x3", 0, 2.01)  # the best other: +0.01 worse than uniform, picked from the 2 others
     s = summarize(study)
-    assert s.best_schedule == UNIFORM and s.runner_up == "2x3" and s.best_gap.search.mean == pytest.approx(0.01)
+    assert s.best_schedule == UNIFORM and s.runner_up == "2x3" and s.best_gap.all_seeds.mean == pytest.approx(0.01)
     assert s.gap_text() == (
-        "none: uniform is the best schedule at the search seed; the best other, 2x3: +0.0100 (n=1: noise not measured "
-        "yet; run `prism-search confirm known --top 1 --seeds 3`), selected as best of 2 schedules (not confirmed)"
+        "none: uniform is the best schedule by paired mean; the best other, 2x3: +0.0100 (n=1: noise not measured "
+        "yet; run `prism-search confirm known --top 1 --seeds 3`), selected as best of 2 schedules"
     )
     cli._print_summary(study, 12.0)
-    assert "confirm the best other schedule on fresh seeds: prism-search confirm known --top 1 --seeds 3" in capsys.readouterr().out
+    assert "train the seeds that decide: prism-search confirm known --top 2 --seeds 3" in capsys.readouterr().out
 
 
 def test_runs_trained_on_mixed_hardware_are_warned_about(tiny_config):
@@ -229,8 +242,8 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
         add(study, UNIFORM, seed, 1.50, role="confirm")
         add(study, "4x3", seed, 1.48 + 0.01 * (seed - 1000), role="confirm")
     assert summarize(study).gap_text() == (
-        "confirmed -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`); "
-        "search seed -0.0500, selected as best of 4 schedules"
+        "on seeds it was not selected on -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`); "
+        "all 3 seeds -0.0267, selected as best of 4 schedules"
     )
 
 
@@ -250,4 +263,4 @@ def test_references_are_queued_at_every_baseline_seed_and_reported_once_with_eve
     searched(known)
     add(known, "1x1,2x1,4x1", 1, 2.12, role="reference", reference="ramp")  # the reference at the second baseline seed
     (ref,) = summarize(known).references  # one row per reference, not one per seed
-    assert ref["val_loss"] == 2.10 and ref["gap"].search.n == 2 and ref["gap"].search.mean == pytest.approx((0.05 + 0.04) / 2)
+    assert ref.val_loss == 2.10 and ref.gap.all_seeds.n == 2 and ref.gap.all_seeds.mean == pytest.approx((0.05 + 0.04) / 2)

@@ -3,16 +3,18 @@ ranked, gaps compared at the same token count, rung fidelity drawn and warned ab
 
 import json
 import re
+from html import escape
 
 import optuna
 import pytest
 
+from search.analysis.summary import summarize
 from search.attrs import ATTR_CONFIRMATION
 from search.dashboard import figures as figs
 from search.dashboard.pages import study_page, trial_page
 from search.dashboard.report import write_report
 from search.dashboard.views import same_budget_gap, study_view
-from tests.search.storage.test_summary import UNIFORM, add, make_study, searched
+from tests.search.analysis.test_summary import UNIFORM, add, make_study, searched
 
 
 @pytest.fixture
@@ -48,7 +50,11 @@ def test_the_report_has_a_confirmation_table_and_confirmation_runs_never_rank(co
     history = _figure(html, "history")
     assert not confirm_numbers & {n for trace in history["data"] for n in trace.get("customdata", [])}
     assert min(history["data"][-1]["y"]) == pytest.approx(2.00)  # best so far never reaches a confirmation loss
-    assert "confirmed -0.0200 [-0.0448, +0.0048] (n=3, p=0.074) inside the noise; search seed -0.0500" in html
+    assert "on seeds it was not selected on -0.0200 [-0.0448, +0.0048] (n=3, p=0.074, adjusted p=" in html
+    verdict = summarize(confirmed).verdict  # the report opens with the study's verdict, as `status` does
+    assert html.index('id="verdict"') < html.index('id="summary"') and escape(verdict.text()) in html
+    gaps = _section(html, "Every schedule against uniform")
+    assert "<td>4x3</td>" in gaps and "0, 1000, 1001, 1002" in gaps
 
 
 def test_a_pruned_trial_is_compared_with_uniform_at_the_same_token_count(tiny_config):

@@ -1,0 +1,103 @@
+"""Many schedules against one control (uniform), blocked by seed.
+
+Every schedule is compared with uniform on the seeds both ran (paired). With several schedules per seed, the additive
+model y = schedule + seed + e removes each seed's luck (a lucky or unlucky uniform run moves every gap at that seed
+alike) and pools the residual variance over all schedules: its contrasts with uniform have the residual degrees of
+freedom, far more than one schedule's n - 1. Until some schedule other than uniform has two seeds there is no pooled
+variance, and each schedule's gap is its own paired t. Either way the p-values of the family are Holm-adjusted,
+because with K schedules against one baseline about K * 0.05 false "differences" appear by chance alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from search.analysis.stats import Contrast, holm, paired_contrast
+
+MIN_RESIDUAL_DF = 2  # a pooled variance on fewer df is no better than one schedule's own
+
+
+@dataclass(frozen=True)
+class ScheduleGap:
+    """One schedule's gap to uniform within its family: the paired seeds, the contrast, the Holm-adjusted p."""
+
+    schedule: str
+    seeds: tuple[int, ...]
+    paired_mean: float  # mean of (schedule - uniform) over `seeds`: what schedules are ranked by
+    contrast: Contrast
+    adjusted_p: float | None  # None while the contrast's noise is not measured
+
+
+@dataclass(frozen=True)
+class ManyToOne:
+    """Every schedule's gap to uniform, best paired mean first. `residual_df` is set when the blocked model was used;
+    `sd_pair` is the sd of one paired difference (what sizes the seeds still needed), when measured."""
+
+    gaps: tuple[ScheduleGap, ...]
+    residual_df: int | None
+    sd_pair: float | None
+
+    @property
+    def method(self) -> str:
+        if self.residual_df is not None:
+            return f"blocked model (schedule + seed), {self.residual_df} df, Holm over {len(self.gaps)}"
+        return f"paired t per schedule, Holm over {sum(g.adjusted_p is not None for g in self.gaps)}"
+
+    def gap(self, schedule: str) -> ScheduleGap | None:
+        return next((g for g in self.gaps if g.schedule == schedule), None)
+
+
+def many_to_one(runs: Mapping[tuple[str, int], float], control: str) -> ManyToOne:
+    """`runs` maps (schedule, seed) to val loss; only seeds where `control` ran enter (every gap is paired)."""
+    control_seeds = {seed for schedule, seed in runs if schedule == control}
+    data = {(s, seed): y for (s, seed), y in runs.items() if seed in control_seeds}
+    seeds_of: dict[str, list[int]] = {}
+    for s, seed in sorted(data):
+        if s != control:
+            seeds_of.setdefault(s, []).append(seed)
+    diffs = {s: [data[(s, seed)] - data[(control, seed)] for seed in seeds] for s, seeds in seeds_of.items()}
+    fit = _blocked(data, control, sorted(seeds_of), sorted(control_seeds)) if any(len(d) >= 2 for d in diffs.values()) else None
+    if fit is not None:
+        contrasts, residual_df, sigma = fit
+        sd_pair: float | None = math.sqrt(2) * sigma
+    else:
+        contrasts = {s: c for s, d in diffs.items() if (c := paired_contrast(d)) is not None}
+        residual_df = None
+        spreads = [c.se * math.sqrt(c.n) for c in contrasts.values() if c.se is not None]
+        sd_pair = math.sqrt(sum(x * x for x in spreads) / len(spreads)) if spreads else None
+    measured = [s for s, c in contrasts.items() if c.measured]
+    adjusted = dict(zip(measured, holm([contrasts[s].p for s in measured]), strict=True))
+    gaps = [ScheduleGap(s, tuple(seeds_of[s]), math.fsum(diffs[s]) / len(diffs[s]), contrasts[s], adjusted.get(s)) for s in seeds_of]
+    return ManyToOne(tuple(sorted(gaps, key=lambda g: (g.paired_mean, -len(g.seeds), g.schedule))), residual_df, sd_pair)
+
+
+def _blocked(
+    data: Mapping[tuple[str, int], float], control: str, schedules: list[str], seeds: list[int]
+) -> tuple[dict[str, Contrast], int, float] | None:
+    """Least squares of y on an intercept, one indicator per schedule other than the control and one per seed but
+    the first; the schedule coefficients are the contrasts with the control. None without MIN_RESIDUAL_DF df."""
+    keys = sorted(data)
+    column = {s: 1 + i for i, s in enumerate(schedules)} | {seed: 1 + len(schedules) + i for i, seed in enumerate(seeds[1:])}
+    x = np.zeros((len(keys), 1 + len(schedules) + len(seeds) - 1))
+    x[:, 0] = 1.0
+    for row, (s, seed) in enumerate(keys):
+        if s != control:
+            x[row, column[s]] = 1.0
+        if seed != seeds[0]:
+            x[row, column[seed]] = 1.0
+    y = np.array([data[k] for k in keys])
+    rank = int(np.linalg.matrix_rank(x))
+    df = len(keys) - rank
+    if rank < x.shape[1] or df < MIN_RESIDUAL_DF:
+        return None
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    residual = y - x @ beta
+    sigma = math.sqrt(float(residual @ residual) / df)
+    cov = sigma**2 * np.linalg.inv(x.T @ x)
+    counts = {s: sum(1 for k in keys if k[0] == s) for s in schedules}
+    contrasts = {s: Contrast(counts[s], float(beta[column[s]]), math.sqrt(float(cov[column[s], column[s]])), df) for s in schedules}
+    return contrasts, df, sigma

@@ -1,0 +1,184 @@
+"""What a study decided about its schedules against uniform: better, equivalent within the margin, or undecided.
+
+- *better*: a schedule beats uniform (Holm-adjusted p < ALPHA) on seeds it was not selected on: a schedule the search
+  picked at its seed is judged on the other seeds only (the winner's curse), references and uniform on all of theirs.
+- *equivalent*: every schedule compared is shown not to beat uniform by the margin or more (one-sided tests, each at
+  ALPHA: together an intersection-union test, which needs no correction); the top schedules by mean show their
+  two-sided equivalence test (TOST) too.
+- *undecided*: neither; the verdict says what the current seeds resolve and about how many paired seeds would
+  resolve the margin, with the command that trains them.
+Each verdict also lists the schedules worse than uniform beyond noise after the many-to-one correction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
+from search.analysis.stats import ALPHA, POWER, p_text, pairs_needed
+
+TOP_K = 3  # schedules whose TOST is shown, by mean
+MAX_CONFIRM = 5  # at most this many schedules are named in the command that would decide
+SHOWN_WORSE = 3  # the worst schedules the verdict's line names (to_dict lists all)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # better | equivalent | undecided
+    margin: float
+    schedule: str | None = None  # better: the winner; otherwise the best schedule other than uniform by paired mean
+    effect: float | None = None  # its gap to uniform (negative = better), on `seeds`
+    interval: tuple[float, float] | None = None  # 95%
+    adjusted_p: float | None = None  # better: Holm over the family; equivalent: the largest one-sided p
+    resolution: float | None = None  # the gap detected with 80% power at `schedule`'s current seeds
+    seeds: tuple[int, ...] = ()  # the seeds the verdict on `schedule` was judged on
+    method: str = ""
+    equivalence: tuple[tuple[str, float], ...] = ()  # (schedule, TOST p at the margin) of the top TOP_K by mean
+    worse: tuple[tuple[str, float, float], ...] = ()  # (schedule, gap, Holm-adjusted p): worse beyond noise
+    seeds_needed: int | None = None  # undecided: paired seeds per schedule that would resolve the margin
+    command: str | None = None  # undecided: what trains them
+    reason: str = ""  # undecided: why, in words
+
+    def text(self) -> str:
+        """The first line of `status`, `best`, the dashboard and the report."""
+        m = f"{self.margin:.4g}"
+        if self.kind == "better":
+            lo, hi = self.interval or (float("nan"), float("nan"))
+            head = (
+                f"better: {self.schedule} beats uniform by {self.effect:+.4f} [{lo:+.4f}, {hi:+.4f}] on {len(self.seeds)} seeds it "
+                f"was not selected on (adjusted p={p_text(self.adjusted_p)}; {self.method})"
+            )
+        elif self.kind == "equivalent":
+            tost = ", ".join(f"{s} p={p_text(p)}" for s, p in self.equivalence)
+            head = f"equivalent: none of the schedules compared beats uniform by {m} or more ({self.method}); TOST at ±{m}: {tost}"
+        else:
+            head = f"undecided at margin {m}: {self.reason}"
+        if self.resolution is not None and self.kind != "equivalent":
+            head += f"; resolution {self.resolution:.4f} ({POWER:.0%} power)"
+        if self.command:
+            head += f"; about {self.seeds_needed} paired seeds per schedule resolve the margin: run `{self.command}`"
+        if self.worse:
+            worst = sorted(self.worse, key=lambda w: -w[1])[:SHOWN_WORSE]
+            named = ", ".join(f"{s} {g:+.4f} (adjusted p={p_text(p)})" for s, g, p in worst)
+            more = f"; worst: {named}" if len(self.worse) > SHOWN_WORSE else f": {named}"
+            head += f"; {len(self.worse)} worse than uniform beyond noise{more}"
+        return head
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "schedule": self.schedule,
+            "effect": self.effect,
+            "interval": list(self.interval) if self.interval else None,
+            "adjusted_p": self.adjusted_p,
+            "margin": self.margin,
+            "resolution": self.resolution,
+            "seeds": list(self.seeds),
+            "method": self.method,
+            "equivalence": [{"schedule": s, "tost_p": p} for s, p in self.equivalence],
+            "worse": [{"schedule": s, "effect": g, "adjusted_p": p} for s, g, p in self.worse],
+            "seeds_needed": self.seeds_needed,
+            "command": self.command,
+            "text": self.text(),
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The verdict with the two families it was read from: every seed, and each schedule's unselected seeds."""
+
+    verdict: Verdict
+    family: ManyToOne
+    fresh: ManyToOne = field(repr=False)
+
+
+def decide(
+    runs: Mapping[tuple[str, int], float],
+    control: str,
+    selected_on: Mapping[str, set[int]],
+    margin: float,
+    confirm_command: str = "prism-search confirm STUDY",
+) -> Decision:
+    """`runs`: val loss per (schedule, seed), every role; `selected_on`: the seeds each schedule was picked on (a
+    search trial's seed); `confirm_command`: `confirm` for this study, to which --top and --seeds are added."""
+    family = many_to_one(runs, control)
+    fresh = many_to_one({k: v for k, v in runs.items() if k[1] not in selected_on.get(k[0], set())}, control)
+    worse = tuple(
+        (g.schedule, g.contrast.mean, g.adjusted_p)
+        for g in family.gaps
+        if g.adjusted_p is not None and g.adjusted_p < ALPHA and g.contrast.mean > 0
+    )
+    if not family.gaps:
+        return Decision(Verdict("undecided", margin, reason="no schedule has been compared with uniform yet"), family, fresh)
+    order = {g.schedule: i for i, g in enumerate(family.gaps)}
+    winners = sorted(
+        (g for g in fresh.gaps if g.adjusted_p is not None and g.adjusted_p < ALPHA and g.contrast.mean < 0),
+        key=lambda g: order[g.schedule],
+    )
+    if winners:
+        w = winners[0]
+        verdict = Verdict(
+            "better",
+            margin,
+            w.schedule,
+            w.contrast.mean,
+            w.contrast.interval(),
+            w.adjusted_p,
+            w.contrast.detectable(),
+            w.seeds,
+            fresh.method,
+            worse=worse,
+        )
+        return Decision(verdict, family, fresh)
+    best = family.gaps[0]
+    if all(g.contrast.measured for g in family.gaps):
+        p_beats = [g.contrast.p_not_better_by(margin) for g in family.gaps]
+        if max(p_beats) < ALPHA:
+            verdict = Verdict(
+                "equivalent",
+                margin,
+                best.schedule,
+                best.contrast.mean,
+                best.contrast.interval(),
+                max(p_beats),
+                best.contrast.detectable(),
+                best.seeds,
+                family.method,
+                equivalence=tuple((g.schedule, g.contrast.tost(margin)) for g in family.gaps[:TOP_K]),
+                worse=worse,
+            )
+            return Decision(verdict, family, fresh)
+    return Decision(_undecided(family, fresh, best, margin, worse, confirm_command), family, fresh)
+
+
+def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: float, worse: tuple, confirm_command: str) -> Verdict:
+    open_ = [g for g in family.gaps if not g.contrast.measured or g.contrast.p_not_better_by(margin) >= ALPHA]
+    c = best.contrast
+    if c.measured:
+        lo, hi = c.interval()
+        reason = f"best other schedule by mean {best.schedule} {c.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] on {c.n} seed{'s' * (c.n != 1)}"
+    else:
+        reason = f"best other schedule by mean {best.schedule} {c.mean:+.4f} on {c.n} seed{'s' * (c.n != 1)}, noise not measured"
+    reason += f"; {len(open_)} schedule{'s' * (len(open_) != 1)} may still beat uniform by {margin:.4g} or more"
+    needed = pairs_needed(family.sd_pair, margin) if family.sd_pair else None
+    if family.sd_pair and needed is None:
+        reason += f" (the margin is below what seeds resolve at paired sd {family.sd_pair:.4f})"
+    seeds = needed if needed is not None else 3
+    command = f"{confirm_command} --top {min(len(open_), MAX_CONFIRM)} --seeds {seeds}" if open_ else None
+    fresh_best = fresh.gap(best.schedule)
+    return Verdict(
+        "undecided",
+        margin,
+        best.schedule,
+        c.mean,
+        c.interval() if c.measured else None,
+        best.adjusted_p,
+        c.detectable() if c.measured else None,
+        fresh_best.seeds if fresh_best else (),
+        family.method,
+        worse=worse,
+        seeds_needed=seeds if command else None,
+        command=command,
+        reason=reason,
+    )
