@@ -5,8 +5,9 @@
 
 Writes `tables.md` (every table, with the command that made it) and PNG figures next to it. Works on a partial
 database too: a stage that has not run yet is reported as pending, so the analysis can be read while the
-studies run (scripts/run_benchmarks.sh). The statistics are the product's own (search/stats.py): paired gaps with
-t intervals on their real degrees of freedom, Spearman rank agreement with bootstrap intervals.
+studies run (scripts/run_benchmarks.sh). The statistics are the product's own (search/analysis/): each study's verdict
+as `status` prints it, gaps to uniform from the blocked model (schedule + seed) with Holm-adjusted p-values, rank
+agreement within seeds (bootstrap intervals, or exact permutation p-values below 10 points).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ import optuna
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.analysis.stats import paired_gap, rung_fidelity, spearman_ci, tokens_text
-from search.analysis.summary import paired_diffs
+from search.analysis.blocked import many_to_one
+from search.analysis.fidelity import Curve, rank_agreement, rung_fidelity
+from search.analysis.stats import PairedGap, paired_gap, tokens_text
+from search.analysis.summary import Summary, summarize
 
 MAIN, LONG, WIDTH, FREE = "bench-main", "bench-long", "bench-width", "bench-free"
 COMMAND = "python scripts/results.py"
@@ -51,6 +54,7 @@ class Study:
     baseline: str
     seed: int
     reduction_factor: int
+    summary: Summary
     runs: list[Run] = field(default_factory=list)
 
     def by_schedule(self) -> dict[str, dict[int, Run]]:
@@ -75,7 +79,7 @@ def load(db: Path) -> dict[str, Study]:
         for summary in optuna.get_all_study_summaries(storage):
             study = optuna.load_study(study_name=summary.study_name, storage=storage)
             config = stored_config(study)
-            s = Study(study.study_name, str(config.baseline), config.seed, config.search.reduction_factor)
+            s = Study(study.study_name, str(config.baseline), config.seed, config.search.reduction_factor, summarize(study))
             seen = set()
             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
                 key = (t.user_attrs["schedule"], t.user_attrs.get("seed", config.seed))
@@ -98,11 +102,22 @@ def load(db: Path) -> dict[str, Study]:
     return studies
 
 
-def gaps(study: Study, schedule: str, seeds: set[int] | None = None):
-    """Paired gap of `schedule` to the study's uniform baseline over the seeds both have (optionally a subset)."""
+def gaps(study: Study, schedule: str, seeds: set[int] | None = None) -> PairedGap | None:
+    """Gap of `schedule` to the study's uniform baseline in the many-to-one family over `seeds` (default: all): the
+    blocked model's contrast and its Holm-adjusted p once schedules have two seeds, else the paired t."""
     runs = {(name, seed): run.final for name, by_seed in study.by_schedule().items() for seed, run in by_seed.items()}
-    base_seeds = {seed for name, seed in runs if name == study.baseline}
-    return paired_gap(paired_diffs(runs, schedule, study.baseline, seeds if seeds is not None else base_seeds))
+    family = many_to_one({k: v for k, v in runs.items() if seeds is None or k[1] in seeds}, study.baseline)
+    gap = family.gap(schedule)
+    return None if gap is None else PairedGap.of(gap.contrast, gap.adjusted_p)
+
+
+def verdicts(studies: dict[str, Study]) -> str:
+    """Each study's verdict, method and resolution, exactly as `prism-search status` prints them."""
+    lines = []
+    for name, study in studies.items():
+        v = study.summary.verdict
+        lines.append(f"- **{name}**: {v.text()}")
+    return "\n".join(lines)
 
 
 def table_main(study: Study) -> tuple[str, list[tuple[str, float]]]:
@@ -125,7 +140,7 @@ def table_main(study: Study) -> tuple[str, list[tuple[str, float]]]:
         )
     rows.sort()
     lines = [
-        "| rank | schedule | seeds | val loss mean ± sd | paired gap to uniform [95% t interval] (n, p) | verdict | tokens/s ratio "
+        "| rank | schedule | seeds | val loss mean ± sd | gap to uniform [95% interval] (n, p, Holm-adjusted p) | verdict | tokens/s ratio "
         "| gap at each seed |",
         "|---:|---|---:|---|---|---|---:|---|",
     ]
@@ -165,17 +180,21 @@ def selection(study: Study) -> str:
 
 
 def rung_table(study: Study) -> tuple[str, list]:
-    """Rank agreement of each rung with the final loss over all complete runs, and whether the best survives."""
-    full = [r for r in study.runs if r.curve]
-    agreement = rung_fidelity([r.curve for r in full], [r.final for r in full], study.reduction_factor)
+    """Rank agreement of each rung with the final loss within seeds, and whether the best schedule by mean survives
+    a 1/eta cut at each seed it ran: the product's own measure (`status`, the dashboard)."""
+    curves = [Curve(r.schedule, r.seed, r.curve, r.final) for r in study.runs if r.curve]
+    last = max((max(c.points) for c in curves), default=0)
+    full = [c for c in curves if max(c.points) == last]
+    agreement = rung_fidelity(full, study.reduction_factor, study.summary.best_schedule)
     if agreement is None:
         return "pending: fewer than 4 complete learning curves", []
-    lines = ["| tokens | Spearman rho with the final loss [95% bootstrap] | n | successive halving (keep 1/η) |", "|---:|---|---:|---|"]
+    lines = [
+        "| tokens | within-seed Spearman rho with the final loss | runs | seeds | best by mean under a 1/η cut per seed |",
+        "|---:|---|---:|---:|---|",
+    ]
     for a in agreement:
-        lines.append(
-            f"| {tokens_text(a.tokens)} | {a.rank.rho:+.3f} [{a.rank.low:+.3f}, {a.rank.high:+.3f}] | {a.rank.n} | "
-            f"keep {a.kept}: {'best kept' if a.best_kept else '**best cut**'} |"
-        )
+        kept = {True: "kept", False: "**cut**", None: "no curve"}[a.best_kept]
+        lines.append(f"| {tokens_text(a.tokens)} | {a.agreement.text()} | {a.agreement.n} | {a.agreement.groups} | `{a.best}` {kept} |")
     return "\n".join(lines), agreement
 
 
@@ -189,11 +208,10 @@ def transfer(main: Study, other: Study | None, what: str) -> str:
         return f"pending: {len(common)} schedules in common so far (need 3)"
     x = [statistics.fmean(r.final for r in a[s].values()) for s in common]
     y = [statistics.fmean(r.final for r in b[s].values()) for s in common]
-    rank = spearman_ci(x, y)
+    rank = rank_agreement([(x, y)])
     order = sorted(common, key=lambda s: y[common.index(s)])
-    return f"Spearman rho {rank.rho:+.3f} [{rank.low:+.3f}, {rank.high:+.3f}] over {rank.n} schedules; order in {other.name}: " + ", ".join(
-        f"`{s}`" for s in order
-    )
+    shown = rank.text() if rank else "no ranking (a side is constant)"
+    return f"Spearman {shown} over {len(common)} schedules; order in {other.name}: " + ", ".join(f"`{s}`" for s in order)
 
 
 def later_stage(main: Study, other: Study | None, what: str) -> str:
@@ -360,15 +378,16 @@ def figures(study: Study, ranking: list[tuple[str, float]], agreement: list, out
     if agreement:
         fig, ax = plt.subplots(figsize=(5, 3))
         x = [a.tokens / 1e6 for a in agreement]
+        rank = [a.agreement for a in agreement]
         ax.errorbar(
             x,
-            [a.rank.rho for a in agreement],
+            [r.rho for r in rank],
             fmt="o-",
-            yerr=[[a.rank.rho - a.rank.low for a in agreement], [a.rank.high - a.rank.rho for a in agreement]],
+            yerr=[[r.rho - r.low if r.low is not None else 0 for r in rank], [r.high - r.rho if r.high is not None else 0 for r in rank]],
         )
         ax.axhline(0.5, color="grey", ls="--", lw=0.8)
         ax.set_xlabel("training tokens (M)")
-        ax.set_ylabel("Spearman rho with final loss")
+        ax.set_ylabel("within-seed Spearman rho with final loss")
         ax.set_title(f"{study.name}: rank agreement per rung", fontsize=9)
         fig.tight_layout()
         fig.savefig(out / "rungs.png", dpi=110)
@@ -395,11 +414,12 @@ def main() -> None:
     reference = next((r.schedule for r in main_study.runs if r.role == "reference"), None)
     sections = [
         f"<!-- generated by `{COMMAND}` from {args.db}; do not edit by hand -->",
+        f"## Verdicts (margin and method as `prism-search status` prints them)\n\n{verdicts(studies)}",
         f"## {MAIN}: every schedule ({len(names)} so far), ranked by mean val loss\n\n{table}",
         f"Uniform `{main_study.baseline}` ranks {where.get(main_study.baseline, '-')} of {len(names)}"
         + (f"; the paper ramp `{reference}` ranks {where.get(reference, '-')}." if reference else "."),
         f"## Selection-corrected best\n\n{selection(main_study)}",
-        f"## Rank agreement per rung (all complete runs of {MAIN})\n\n{rungs}",
+        f"## Rank agreement per rung (within seeds, all complete runs of {MAIN})\n\n{rungs}",
         f"## Across budget (1x -> 4x)\n\n{later_stage(main_study, studies.get(LONG), LONG)}",
         f"## Across width (d_model 128 -> 256)\n\n{later_stage(main_study, studies.get(WIDTH), WIDTH)}",
         f"## Monotone or not ({FREE})\n\n{monotone(main_study, studies.get(FREE))}",
