@@ -11,7 +11,7 @@ import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Literal, get_args, get_type_hints
+from typing import Annotated, Any, Literal, get_args, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
@@ -135,7 +135,11 @@ class SearchSection(_Section):
     sampler: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
     pruner: Literal["hyperband", "successive-halving", "median", "none"] = "hyperband"
     n_startup_trials: int = Field(4, ge=0, description="random trials before TPE models the space")
-    min_resource_evals: int = Field(1, gt=0, description="pruner's first rung, in evaluations (eval_every steps)")
+    min_resource_evals: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        1,
+        description="pruner's first rung, in evaluations (eval_every steps); 'auto': no pruning before the first rung "
+        "whose within-seed rank agreement with the final loss is reliably high in this study's own complete curves",
+    )
     reduction_factor: int = Field(3, ge=2)
     baseline_seeds: int = Field(3, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
     max_failed_trials: int = Field(3, ge=0, description="stop the run after this many failed trials")

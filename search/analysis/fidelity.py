@@ -205,3 +205,14 @@ def _best_kept(by_seed: dict[int, list[Curve]], tokens: int, reduction_factor: i
             threshold = sorted(c.points[tokens] for c in cs)[kept - 1]
             verdicts.append(mine[0].points[tokens] <= threshold)
     return all(verdicts) if verdicts else None
+
+
+def pruning_start(fidelity: Sequence[RungAgreement] | None) -> RungAgreement | None:
+    """The first rung from which every later rung ranks reliably (`min_resource_evals = "auto"`): before it a pruner
+    would judge schedules by a ranking that does not hold at the end. None when no rung does (trials run to the end)."""
+    start = None
+    for rung in reversed(fidelity or []):
+        if not rung.reliable:
+            break
+        start = rung
+    return start

@@ -18,11 +18,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.analysis.blocked import ScheduleGap
+from search.analysis.blocked import ScheduleGap, many_to_one
 from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
-from search.analysis.fidelity import Curve, RungAgreement, rung_fidelity
-from search.analysis.stats import PairedGap, paired_gap
+from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
+from search.analysis.stats import PairedGap, paired_gap, tokens_text
 from search.analysis.verdict import Decision, Verdict, decide
 from search.attrs import (
     CURVE,
@@ -127,6 +127,7 @@ class Summary:
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
+    pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -333,6 +334,36 @@ def _fidelity(key: tuple, reduction_factor: int, best: str | None) -> list[RungA
     return rung_fidelity(curves, reduction_factor, best, n_boot=n_boot, seed=0)
 
 
+def auto_pruning_start(trials: list[FrozenTrial], config: StudyConfig) -> int | None:
+    """`min_resource_evals = "auto"`: the training tokens from which the study's own complete curves say rungs rank
+    schedules reliably (search.analysis.fidelity.pruning_start), re-read as trials finish. None: nowhere yet."""
+    start = pruning_start(fidelity(full_curves(trials), config.search.reduction_factor, best_by_mean(trials, config)))
+    return start.tokens if start else None
+
+
+def best_by_mean(trials: list[FrozenTrial], config: StudyConfig) -> str | None:
+    """The schedule with the best paired mean gap to uniform (uniform itself when nothing beats it)."""
+    ranking = schedule_ranking(trials, config)
+    if not ranking:
+        return None
+    gaps = many_to_one(study_runs(trials, config), str(config.baseline))
+    leader = gaps.gap(ranking[0])
+    return str(config.baseline) if leader is None or leader.paired_mean > 0 else ranking[0]
+
+
+def _pruning_text(rungs: list[RungAgreement] | None, config: StudyConfig, n_curves: int) -> str | None:
+    if config.search.min_resource_evals != "auto" or config.search.pruner == "none":
+        return None
+    start = pruning_start(rungs)
+    if start is None:
+        return f"not yet: no rung ranks reliably in the {n_curves} complete curves, so trials run to the end"
+    full = config.train.steps * config.train.batch_size * config.model.block_size
+    return (
+        f"from {tokens_text(start.tokens)} tokens ({start.tokens / full:.0%} of the budget): from there on {start.agreement.text()} "
+        f"and the best by mean survives a 1/{config.search.reduction_factor} cut per seed"
+    )
+
+
 def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str]:
     """Schedules other than uniform, best paired mean gap to uniform (over every seed they ran) first: what `confirm
     --top` re-trains and what the verdict names."""
@@ -382,6 +413,8 @@ def summarize(study: optuna.Study) -> Summary:
         ParetoPoint(t.number, t.user_attrs.get(SCHEDULE), dict(zip(config.search.objectives, t.values, strict=False)))
         for t in (pareto_trials(competing) if len(config.search.objectives) > 1 else [])
     ]
+    curves = full_curves(trials)
+    rung_agreement = fidelity(curves, config.search.reduction_factor, best_schedule)
     best_values = [runs[key] for seed in best_seeds if best_schedule is not None and (key := (best_schedule, seed)) in runs]
     return Summary(
         name=study.study_name,
@@ -407,7 +440,8 @@ def summarize(study: optuna.Study) -> Summary:
         confirmation_runs=done.confirmation,
         exhausted=exhausted(done, family_for(config), config.n_trials) if done.searched < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
-        fidelity=fidelity(full_curves(trials), config.search.reduction_factor, best_schedule),
+        fidelity=rung_agreement,
+        pruning_from=_pruning_text(rung_agreement, config, len(curves)),
         failed_runs=[
             f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
             for (role, schedule, seed), t in failed_for_good(trials).items()

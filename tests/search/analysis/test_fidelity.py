@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from search.analysis.fidelity import Curve, rank_agreement, resample_ranks, rung_fidelity
+from search.analysis.fidelity import Curve, pruning_start, rank_agreement, resample_ranks, rung_fidelity
 
 
 def test_seed_effects_inflate_a_pooled_rho_but_not_the_within_seed_one():
@@ -66,3 +66,14 @@ def test_resample_ranks_are_scipy_midranks_with_ties():
     v = rng.integers(0, 5, size=40).astype(float)  # many ties, and more inside each resample
     idx = rng.integers(0, 40, size=(60, 40))
     assert np.array_equal(resample_ranks(v, idx), sps.rankdata(v[idx], axis=1))
+
+
+def test_pruning_starts_at_the_first_rung_from_which_every_later_rung_is_reliable():
+    """Rungs at 100 (reliable), 200 (reversed), 300 and 400 (reliable): pruning may start only at 300, since a
+    reliable early rung followed by an unreliable one says nothing about where the ranking settles."""
+    finals = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+    curves = [Curve(f"s{k}", 0, {100: f, 200: 20 - f, 300: f + 0.5, 400: f + 0.1, 500: f}, f) for k, f in enumerate(finals)]
+    rungs = rung_fidelity(curves, reduction_factor=3, best="s0", n_boot=300)
+    assert [r.reliable for r in rungs] == [True, False, True, True]
+    assert pruning_start(rungs).tokens == 300
+    assert pruning_start(rungs[:2]) is None and pruning_start(None) is None

@@ -6,7 +6,7 @@ from optuna.trial import TrialState
 
 from prism import EvalPoint
 from search.config import StudyConfig
-from search.study.pruning import RungStopping, make_stopping, promotable, rungs
+from search.study.pruning import RungStopping, make_pruner, make_stopping, promotable, rungs
 
 
 def _config(tiny_config: StudyConfig, **search) -> StudyConfig:
@@ -61,3 +61,46 @@ def test_weak_multi_objective_trials_stop_at_a_rung_and_strong_ones_go_on(tiny_c
     stored = study.trials
     assert stored[1].state == TrialState.PRUNED and stored[1].user_attrs["rung_0"] == pytest.approx(3.1 - 0.0512)
     assert "rung_1" in stored[2].user_attrs and "rung_1" not in stored[1].user_attrs
+
+
+def _complete(study, schedule, seed, curve, role="search"):
+    """A trial that reports its curve through Optuna (so the pruner records its rung values) and completes."""
+    trial = study.ask()
+    for key, value in {"schedule": schedule, "seed": seed, "role": role}.items():
+        trial.set_user_attr(key, value)
+    for tokens, loss in sorted(curve.items()):
+        trial.report(loss, tokens)
+        trial.should_prune()
+    study.tell(trial, curve[max(curve)])
+
+
+def test_auto_prunes_only_from_the_first_rung_that_ranks_reliably_in_the_study_s_own_curves(tiny_config):
+    """Ten complete runs whose loss at 5,120 tokens ranks them backwards and at 10,240 like the end: a weak trial is
+    never stopped at 5,120, is stopped at 10,240, and nothing at all is stopped before any curve agrees."""
+    from search.attrs import ATTR_CONFIG
+    from search.study.pruning import ReliableRungGate
+
+    data = tiny_config.model_dump()
+    data["search"] |= {"pruner": "successive-halving", "min_resource_evals": "auto", "reduction_factor": 2}
+    data["train"] |= {"steps": 80}  # evaluations at 5,120, 10,240 and 15,360 tokens, the end at 20,480
+    config = StudyConfig.model_validate(data)
+    study = optuna.create_study(pruner=make_pruner(config))
+    study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
+    gate = ReliableRungGate(config)
+    assert not gate.allows(study, 15360)  # no complete curve yet: trials run to the end
+    _complete(study, "1x3", 0, {5120: 3.0, 10240: 2.5, 15360: 2.2, 20480: 2.0}, role="baseline")
+    for k in range(9):
+        final = 2.01 + 0.01 * k
+        _complete(study, f"s{k}", 0, {5120: 2.9 - 0.01 * k, 10240: final + 0.5, 15360: final + 0.2, 20480: final})
+    assert gate.start(study) == 10240 and not gate.allows(study, 5120) and gate.allows(study, 10240)
+
+    weak = study.ask()
+    weak.report(9.0, 5120)  # far worse than everyone: Optuna's rule would cut it, but this rung ranks backwards
+    assert not weak.should_prune()
+    weak.report(9.0, 10240)
+    assert weak.should_prune()
+
+
+def test_a_fixed_first_rung_is_unchanged_by_the_gate(tiny_config):
+    config = _config(tiny_config, reduction_factor=2)
+    assert rungs(config) == [5120, 10240] and RungStopping(optuna.create_study(directions=["minimize", "maximize"]), config).gate is None
