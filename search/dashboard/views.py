@@ -27,7 +27,7 @@ from prism import Schedule, ScheduleError
 from search.analysis.summary import Summary, is_paired_baseline, summarize
 from search.attrs import ATTR_AUDIT, CURVE, ERROR, HEADS_PREFIX, PRUNED_AT_TOKENS, ROLE, ROLE_CONFIRM, ROLE_SEARCH, SCHEDULE, SEED, WORKER
 from search.config import ConfigError, PrismSearchError, StudyConfig
-from search.storage._optuna import set_trial_id, trial_id
+from search.storage import scratch_study, trial_id
 from search.storage.records import stored_config
 from search.urls import mask_url
 
@@ -265,18 +265,6 @@ def layer_importance(rows: list[TrialRow]) -> dict[int, float] | None:
     return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads or ()), loss_key(r)) for r in done if len(r.heads or ()) == n_layer))
 
 
-class _ReadyTrials(optuna.storages.InMemoryStorage):
-    """In-memory storage serving ready-made trials as they are: `add_trials` would deep-copy each one, which was
-    most of the importance time on a 5,000-trial study."""
-
-    def __init__(self, trials: list[FrozenTrial]):
-        super().__init__()
-        self._ready = trials
-
-    def get_all_trials(self, study_id: int, deepcopy: bool = True, states=None) -> list[FrozenTrial]:
-        return [t for t in self._ready if states is None or t.state in states]
-
-
 @lru_cache(maxsize=32)
 def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, float] | None:
     """Cached on the completed trials themselves: a page refresh recomputes only after a trial completes."""
@@ -289,10 +277,7 @@ def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, 
     names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
     distributions: dict[str, optuna.distributions.BaseDistribution] = {n: dist for n in names}
     trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
-    for number, trial in enumerate(trials):  # what add_trials would assign: PED-ANOVA tells trials apart by their
-        trial.number = number  # ids (all 0 otherwise: equal importances, which tests catch)
-        set_trial_id(trial, number)
-    scratch = optuna.create_study(storage=_ReadyTrials(trials), direction="minimize")
+    scratch = scratch_study(trials, direction="minimize")
     evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "too few trials" style warnings: the caller shows a note instead

@@ -37,7 +37,7 @@ from search.runner import cache
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
-from search.storage._optuna import stale_trial_ids, storage_of, trial_id
+from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs, stored_config
 from search.tracking import make_trackers
 

@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import TrialState
 
 from search.attrs import CURVE, PRUNED_AT_TOKENS
-from search.storage._optuna import storage_of, trial_id
+from search.storage import storage_of, trial_id
 
 
 def undelivered_path(study_name: str) -> Path:

@@ -31,8 +31,7 @@ from search.config import StudyConfig, family_for
 from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
-from search.storage import creation_lock, driver_lock, open_storage
-from search.storage._optuna import storage_url
+from search.storage import creation_lock, driver_lock, open_storage, storage_url
 from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config

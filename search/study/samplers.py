@@ -24,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 from search.config import StudyConfig, family_for
 from search.errors import GridExhausted
 from search.families import ScheduleFamily
-from search.storage._optuna import storage_of, trial_id
+from search.storage import is_enqueued, storage_of, trial_id
 
 GRID_ATTR = "prism.grid_index"
 
@@ -40,7 +40,7 @@ class ScheduleGridSampler(optuna.samplers.BaseSampler):
         return {t.system_attrs[GRID_ATTR] for t in study.get_trials(deepcopy=False) if GRID_ATTR in t.system_attrs}
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if "fixed_params" in trial.system_attrs:
+        if is_enqueued(trial):
             return
         claimed = self.claimed(study)
         index = next((i for i in range(len(self.schedules)) if i not in claimed), None)
