@@ -240,3 +240,112 @@ def test_the_scan_finds_spelled_names():
         (7, "confirm"),
         (8, "reference"),
     ]
+
+
+# Optuna's own system-attr keys, read from optuna 5.0's source: exact keys (study.py "fixed_params", trial/_trial.py
+# and study/_constrained_optimization.py "constraints", samplers/_grid.py, samplers/_cmaes.py, storages/_callbacks.py;
+# "heartbeat": no key, but its heartbeat tables' name) and the prefixes of keys built at run time (samplers' "tpe:",
+# "gp:", "cma:", ...; GA samplers' "<class>:generation"; study.py "study:metric_names"; artifacts; the terminator;
+# "nsga2:", older Optuna's NSGA-II keys, still in studies it wrote).
+OPTUNA_KEYS = {"fixed_params", "constraints", "grid_id", "search_space", "failed_trial", "retry_history", "x_for_tell", "heartbeat"}
+OPTUNA_KEY_PREFIXES = (
+    "constraints:",
+    "tpe:",
+    "gp:",
+    "cma:",
+    "sepcma:",
+    "cmawm:",
+    "nsga2:",
+    "BaseGASampler:",
+    "NSGAIISampler:",
+    "NSGAIIISampler:",
+    "study:",
+    "artifacts:",
+    "terminator:",
+)
+# attributes of Optuna objects that hold its internals (a study's storage and id, a trial's id, the RDB backend)
+OPTUNA_PRIVATE_ATTRS = {"_storage", "_trial_id", "_study_id", "_backend", "_cached_frozen_trial"}
+ADAPTER = "search/storage/_optuna.py"
+
+
+def _optuna_private(tree: ast.AST, in_storage: bool = False) -> list[tuple[int, str]]:
+    """What only the adapter may know of Optuna: its private modules and attributes and its system-attr keys.
+    `in_storage`: the file is in search/storage/, whose public face re-exports the adapter and may import it."""
+    hits = []
+
+    def private_module(name: str) -> bool:
+        parts = name.split(".")
+        optunas = parts[0] == "optuna" and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
+        return optunas or (not in_storage and name.startswith("search.storage._optuna"))
+
+    def dotted(node: ast.expr) -> str:
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        return ".".join([getattr(node, "id", "?"), *reversed(chain)])
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):  # a storage subclass overrides what Optuna's storages do inside
+            hits += [(node.lineno, dotted(b)) for b in node.bases if dotted(b).startswith(("optuna.storages.", "storages."))]
+        if isinstance(node, ast.Import):
+            hits += [(node.lineno, a.name) for a in node.names if private_module(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            hits += [(node.lineno, n) for n in names if private_module(n)][:1]
+        elif isinstance(node, ast.Attribute):
+            name = dotted(node)
+            if private_module(name) or (node.attr in OPTUNA_PRIVATE_ATTRS and getattr(node.value, "id", None) != "self"):
+                hits.append((node.lineno, name))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and not any(c.isspace() for c in node.value):
+            if node.value in OPTUNA_KEYS or node.value.startswith(OPTUNA_KEY_PREFIXES):  # a key has no spaces, prose has
+                hits.append((node.lineno, node.value))
+    return hits
+
+
+def test_optuna_internals_stay_in_the_adapter():
+    """An Optuna upgrade is checked in one file: only search/storage/_optuna.py imports Optuna's private modules,
+    touches its objects' private attributes, subclasses its storages or spells its system-attr keys; the rest asks
+    search.storage."""
+    assert (ROOT / ADAPTER).is_file()
+    found = []
+    for path in sorted([*ROOT.glob("prism/**/*.py"), *ROOT.glob("search/**/*.py"), *ROOT.glob("scripts/**/*.py")]):
+        relative = str(path.relative_to(ROOT))
+        if relative != ADAPTER:
+            in_storage = relative.startswith("search/storage/")
+            found += [f"{relative}:{line} uses {name!r}" for line, name in _optuna_private(ast.parse(path.read_text()), in_storage)]
+    assert not found, "\n".join(found)
+
+
+def test_the_scan_finds_optuna_internals():
+    """The scan above must be able to fail: each kind of private knowledge is caught, and the public face is not."""
+    code = (
+        "from optuna.storages._rdb import models\n"
+        "import optuna._imports\n"
+        "from search.storage._optuna import trial_id\n"
+        "from search.storage import _optuna\n"
+        "s = optuna.storages._CachedStorage(x)\n"
+        "study._storage.get_trial(trial._trial_id)\n"
+        "'fixed_params' in t.system_attrs\n"
+        "k.startswith('constraints')\n"
+        "t.system_attrs.get('NSGAIISampler:generation')\n"
+        "f'nsga2:parent:{i}'\n"
+        "from search.storage import storage_of, trial_id\n"
+        "optuna.storages.InMemoryStorage(); self._storage = None; optuna.__version__; 'study: its name'\n"
+        "class Ready(optuna.storages.InMemoryStorage): pass\n"
+    )
+    assert sorted(_optuna_private(ast.parse(code))) == [
+        (1, "optuna.storages._rdb"),
+        (2, "optuna._imports"),
+        (3, "search.storage._optuna"),
+        (4, "search.storage._optuna"),
+        (5, "optuna.storages._CachedStorage"),
+        (6, "study._storage"),
+        (6, "trial._trial_id"),
+        (7, "fixed_params"),
+        (8, "constraints"),
+        (9, "NSGAIISampler:generation"),
+        (10, "nsga2:parent:"),
+        (13, "optuna.storages.InMemoryStorage"),
+    ]
+    assert _optuna_private(ast.parse("from search.storage._optuna import trial_id\n"), in_storage=True) == []
