@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from search.attrs import ATTR_CONFIG
+from search.attrs import ATTR_CHECKPOINT, ATTR_CONFIG
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.storage import open_storage
 from search.urls import mask_url
@@ -340,7 +340,7 @@ def train(
             ("params", f"{r.n_params:,}"),
             ("FLOPs/token", f"{r.flops_per_token:,}"),
             ("wall time", f"{r.wall_time_s:.1f} s"),
-            ("checkpoint", r.extra.get("checkpoint", "-")),
+            ("checkpoint", r.extra.get(ATTR_CHECKPOINT, "-")),
         ):
             table.add_row(label, str(value))
         console.print(table)

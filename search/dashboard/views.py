@@ -25,7 +25,21 @@ from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError
 from search.analysis.summary import Summary, is_paired_baseline, summarize
-from search.attrs import ATTR_AUDIT, CURVE, ERROR, HEADS_PREFIX, PRUNED_AT_TOKENS, ROLE, ROLE_CONFIRM, ROLE_SEARCH, SCHEDULE, SEED, WORKER
+from search.attrs import (
+    ATTR_AUDIT,
+    CURVE,
+    ERROR,
+    HEADS_PREFIX,
+    PRUNED_AT_TOKENS,
+    ROLE,
+    ROLE_CONFIRM,
+    ROLE_SEARCH,
+    SCHEDULE,
+    SEED,
+    THROUGHPUT_RATIO,
+    TOKENS_PER_S,
+    WORKER,
+)
 from search.config import ConfigError, PrismSearchError, StudyConfig
 from search.storage import scratch_study, trial_id
 from search.storage.records import stored_config
@@ -183,11 +197,11 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
         curve = tuple((float(a), float(b)) for a, b in attrs[CURVE])
     if t.values is not None and t.state == TrialState.COMPLETE:
         val_loss = _finite(t.values[loss_i])
-        tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get("tokens_per_s"))
-        ratio = _finite(t.values[ratio_i]) if ratio_i is not None else _finite(attrs.get("throughput_ratio"))
+        tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get(TOKENS_PER_S))
+        ratio = _finite(t.values[ratio_i]) if ratio_i is not None else _finite(attrs.get(THROUGHPUT_RATIO))
     else:
         val_loss = curve[-1][1] if curve else None
-        tps, ratio = _finite(attrs.get("tokens_per_s")), _finite(attrs.get("throughput_ratio"))
+        tps, ratio = _finite(attrs.get(TOKENS_PER_S)), _finite(attrs.get(THROUGHPUT_RATIO))
     worker = attrs.get(WORKER)
     return TrialRow(
         number=t.number,

@@ -29,7 +29,19 @@ from optuna.trial import TrialState
 from prism import EvalPoint, Schedule, TrainResult
 from search.analysis.budget import Budget, budget, exhausted
 from search.analysis.constraints import apply_constraint
-from search.attrs import ATTEMPT, DUPLICATE_ATTR, ERROR, PRUNED_AT_TOKENS, ROLE, ROLE_SEARCH, SCHEDULE, SEED, WORKER
+from search.attrs import (
+    ATTEMPT,
+    DUPLICATE_ATTR,
+    ERROR,
+    PRUNED_AT_TOKENS,
+    RETRY_OF,
+    ROLE,
+    ROLE_SEARCH,
+    SCHEDULE,
+    SEED,
+    THROUGHPUT_RATIO,
+    WORKER,
+)
 from search.config import StudyConfig, family_for
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
@@ -109,8 +121,7 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
         Schedule.parse(attrs[SCHEDULE]),
         role=attrs.get(ROLE, ROLE_SEARCH),
         seed=attrs.get(SEED, 0),
-        retry_of=trial.number,
-        attempt=attempt,
+        **{RETRY_OF: trial.number, ATTEMPT: attempt},
     )
 
 
@@ -289,7 +300,7 @@ class Driver:
     def _record(self, job: _InFlight, result: TrainResult) -> None:
         for key, value in result_attrs(result).items():
             self._db(job.trial.set_user_attr, key, value)
-        self._db(apply_constraint, job.trial, self.config, result.extra.get("throughput_ratio"))
+        self._db(apply_constraint, job.trial, self.config, result.extra.get(THROUGHPUT_RATIO))
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE

@@ -6,7 +6,7 @@
 picklable values, and a session never touches the database.
 
 Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
-keep_checkpoints="all") and names the directory in `TrainResult.extra["checkpoint"]`; deciding which ones
+keep_checkpoints="all") and names the directory in `TrainResult.extra[ATTR_CHECKPOINT]`; deciding which ones
 to keep for "best" is the driver's job, since only it knows the study's best trial.
 """
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from prism import Corpus, EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
+from search.attrs import ATTR_CHECKPOINT, THROUGHPUT_RATIO, UNIFORM_TOKENS_PER_S
 
 
 class CorpusMismatch(RuntimeError):
@@ -116,10 +117,10 @@ class TrialSession:
                 train=trainer.cfg.__dict__,
                 result=result.to_dict(),
             )
-            result.extra["checkpoint"] = str(path)
+            result.extra[ATTR_CHECKPOINT] = str(path)
         if spec.baseline is not None:
             ratio, uniform = throughput_ratio(spec, corpus)
-            result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
+            result.extra |= {THROUGHPUT_RATIO: ratio, UNIFORM_TOKENS_PER_S: uniform}
         return result
 
 

@@ -26,7 +26,7 @@ from rich.console import Console
 from prism import Schedule
 from search.analysis.budget import budget, exhausted
 from search.analysis.summary import paired_baseline
-from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
+from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
 from search.config import StudyConfig, family_for
 from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
@@ -197,9 +197,8 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
     for entry in prior["schedules"]:
         if entry["schedule"] in queued:
             continue  # the baseline or a reference already measures it
-        enqueue(
-            study, family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, source="prior", prior_rank=entry["rank"]
-        )
+        origin = {SOURCE: SOURCE_PRIOR, PRIOR_RANK: entry["rank"]}
+        enqueue(study, family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, **origin)
         queued.add(entry["schedule"])
         added.append(entry["schedule"])
     narrow_until = len(study.get_trials(deepcopy=False)) + config.search.n_startup_trials  # trial numbers
