@@ -15,26 +15,19 @@ A served trial is told to the sampler, so it learns, but does not count toward n
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import optuna
 import ray
 from optuna.trial import FrozenTrial, TrialState
 
 from search.attrs import DUPLICATE_ATTR, ERROR, REFERENCE, RETRY_OF, ROLE, SCHEDULE, SEED, WORKER
+from search.runner.messages import Wait
 from search.storage import trial_id
 
 WAIT_POLL_S = 1.0
 # attrs that describe the copy itself, not the training run it shares
 _OWN_ATTRS = {ROLE, SEED, SCHEDULE, WORKER, RETRY_OF, ERROR, REFERENCE}
 _USABLE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-
-
-@dataclass(frozen=True)
-class Wait:
-    """What a waiting duplicate's poll returns: look at the original again."""
-
-    original_id: int
 
 
 @ray.remote(num_cpus=0)
