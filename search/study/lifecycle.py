@@ -17,6 +17,7 @@ import json
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
@@ -39,13 +40,39 @@ from search.study.pruning import make_stopping
 from search.study.samplers import PriorSampler, reachable_target
 
 
+@dataclass(frozen=True)
+class AutoPrior:
+    """`run --prior auto`: train the baselines keeping their checkpoints, audit the paired one, seed from it."""
+
+
+@dataclass(frozen=True)
+class PriorFile:
+    """`run --prior PRIOR.json`: a prior file (`prism-search prior`), read and checked against the study."""
+
+    prior: dict  # {"n_layer", "schedules": [{"schedule", "rank", ...}], ...} (search.priors.prior_file)
+
+
+PriorChoice = AutoPrior | PriorFile | None  # None: no prior
+
+
+def parse_prior(flag: str | None, config: StudyConfig) -> PriorChoice:
+    """What `--prior` asks for; a file is read and checked here, at the command's edge, before anything is stored."""
+    if flag is None:
+        return None
+    if flag == "auto":
+        return AutoPrior()
+    from search.priors import read_prior  # torch
+
+    return PriorFile(read_prior(flag, config))
+
+
 def execute(
     config: StudyConfig,
     address: str | None,
     *,
     resume: bool,
     console: Console,
-    prior: dict | str | None = None,
+    prior: PriorChoice = None,
     retry_baselines: bool = False,
 ) -> tuple[optuna.Study, float | None]:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, seed, drive trials.
@@ -69,7 +96,7 @@ def _drive(
     *,
     resume: bool,
     console: Console,
-    prior: dict | str | None,
+    prior: PriorChoice,
     retry_baselines: bool,
 ) -> tuple[optuna.Study, float | None]:
     """execute's work, under the driver lock: from opening the study (and queueing what it lacks) to its target."""
@@ -161,19 +188,20 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _seed_with_prior(study: optuna.Study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
+def _seed_with_prior(study: optuna.Study, config: StudyConfig, prior: PriorChoice, fingerprint: str, progress) -> None:
     """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
     A study seeded before (also on resume) gets its narrowing sampler back."""
     from search.runner.driver import Driver
 
-    if prior == "auto" and not is_seeded(study):
-        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
-        baselines.run(config.search.baseline_seeds, config.resources.workers)
-        prior = prior_from_baseline(study, config)
-        progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")
-    elif isinstance(prior, dict):
-        added = seed_study(study, config, prior)
-        progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
+    match prior:
+        case AutoPrior() if not is_seeded(study):
+            baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
+            baselines.run(config.search.baseline_seeds, config.resources.workers)
+            audited = prior_from_baseline(study, config)
+            progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in audited['schedules'])}")
+        case PriorFile(ranked):
+            added = seed_study(study, config, ranked)
+            progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
     narrow_sampler(study, config)
 
 
