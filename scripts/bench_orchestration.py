@@ -35,6 +35,7 @@ from prism import EvalPoint, Schedule, TrainResult
 from search.config import family_for, load_config
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
+from search.runner.messages import Evaluated, Finished, Started
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage import open_storage
 from search.storage.records import FINISHED
@@ -56,21 +57,21 @@ def echo_curve(schedule: str, steps: int, eval_every: int) -> list[tuple[int, fl
 class EchoSession(TrialSession):
     """The trivial trainer: answers each `advance` at once with the next point of `echo_curve`."""
 
-    def start(self, spec: TrialSpec) -> dict:
+    def start(self, spec: TrialSpec) -> Started:
         self.spec, self.curve = spec, echo_curve(spec.schedule, spec.train.steps, spec.train.eval_every)
         self.points: list[EvalPoint] = []
-        return {"host": socket.gethostname(), "pid": os.getpid(), "device": "none"}
+        return Started({"host": socket.gethostname(), "pid": os.getpid(), "device": "none"})
 
-    def advance(self) -> EvalPoint | TrainResult:
+    def advance(self) -> Evaluated | Finished:
         if len(self.points) == len(self.curve):
             return self.stop()
         step, loss = self.curve[len(self.points)]
         self.points.append(EvalPoint(step, step * self.spec.train.batch_size * self.spec.model.block_size, loss, loss))
-        return self.points[-1]
+        return Evaluated(self.points[-1])
 
-    def stop(self) -> TrainResult:
+    def stop(self) -> Finished:
         last = self.points[-1]
-        return TrainResult(self.spec.schedule, last.val_loss, self.points, 0.0, 0, 0, 0.0, last.step, last.tokens)
+        return Finished(TrainResult(self.spec.schedule, last.val_loss, self.points, 0.0, 0, 0, 0.0, last.step, last.tokens))
 
 
 class _Clock:

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from search.attrs import ATTR_CONFIG
+from search.attrs import ATTR_CHECKPOINT, ATTR_CONFIG
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
 from search.storage import open_storage
 from search.urls import mask_url
+
+if TYPE_CHECKING:
+    from search.study.lifecycle import PriorChoice
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 console = Console()
@@ -33,9 +36,7 @@ TrackOpt = typer.Option(
 AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage")
 
 
-def _execute(
-    config: StudyConfig, address: str | None, resume: bool, prior: dict | str | None = None, retry_baselines: bool = False
-) -> None:
+def _execute(config: StudyConfig, address: str | None, resume: bool, prior: PriorChoice = None, retry_baselines: bool = False) -> None:
     """Shared by `run` and `resume`: the study's lifecycle (search.study.lifecycle) runs it; here it is printed."""
     from search.study.lifecycle import execute
 
@@ -163,16 +164,12 @@ def run(
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
     from search.preflight import preflight
-    from search.study.lifecycle import keeping_checkpoints
+    from search.study.lifecycle import AutoPrior, keeping_checkpoints, parse_prior
 
     config = _with_overrides(load_config(study_file), storage, n_trials, workers, track)
-    preflight(keeping_checkpoints(config) if prior == "auto" else config, address=address)  # auto: the baselines keep theirs
-    seed_prior: dict | str | None = prior
-    if prior is not None and prior != "auto":
-        from search.study.commands import read_prior
-
-        seed_prior = read_prior(prior, config)  # checked before anything is stored
-    _execute(config, address, resume=False, prior=seed_prior)
+    choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
+    preflight(keeping_checkpoints(config) if isinstance(choice, AutoPrior) else config, address=address)  # auto: the baselines keep theirs
+    _execute(config, address, resume=False, prior=choice)
 
 
 @app.command()
@@ -365,7 +362,7 @@ def train(
             ("params", f"{r.n_params:,}"),
             ("FLOPs/token", f"{r.flops_per_token:,}"),
             ("wall time", f"{r.wall_time_s:.1f} s"),
-            ("checkpoint", r.extra.get("checkpoint", "-")),
+            ("checkpoint", r.extra.get(ATTR_CHECKPOINT, "-")),
         ):
             table.add_row(label, str(value))
         console.print(table)

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+ADAPTER = "search/storage/_optuna.py"  # the one module that knows Optuna's internals
 
 
 def _run(code: str) -> str:
@@ -167,7 +168,11 @@ def test_import_arrows_point_one_way():
     assert not broken, "\n".join(sorted(set(broken)))
 
 
-_ATTR_RECEIVERS = ("user_attrs", "attrs")  # a trial's or study's user attrs, or the local name they are read into
+# a trial's or study's attrs, the local name they are read into, or a result's extras (stored as its trial's attrs)
+_ATTR_RECEIVERS = ("user_attrs", "system_attrs", "attrs", "extra")
+_SETTERS = {"set_user_attr": 0, "set_system_attr": 0}  # where the key sits among a setter's arguments
+_SETTERS |= dict.fromkeys(("set_trial_user_attr", "set_trial_system_attr", "set_study_user_attr", "set_study_system_attr"), 1)
+_ENQUEUE_PARAMS = {"role", "seed"}  # search.storage.records.enqueue: every other keyword is stored as an attr
 
 
 def _receiver(node: ast.expr) -> str | None:
@@ -175,35 +180,70 @@ def _receiver(node: ast.expr) -> str | None:
 
 
 def _spelled_names(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
-    """String literals that spell a stored name where an attr is read, tested, written or queued, or a role compared."""
+    """Stored names spelled outside search/attrs.py: any string literal used as an attr key (written, read,
+    tested, queued, or put into a result's extras, which become attrs), directly or through a constant of the
+    module, and a registered name compared as a role."""
     hits = []
+    constants = {  # NAME = "text" anywhere in the module: a key spelled once, but not in the registry
+        node.targets[0].id: node.value.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    }
 
-    def check(node: ast.AST | None) -> None:
+    def key(node: ast.AST | None) -> None:
+        """The text a key is spelled with: a string, an f-string's or a concatenation's literal parts, a constant."""
+        for n in ast.walk(node) if node else ():
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                hits.append((n.lineno, n.value))
+            elif isinstance(n, ast.Name) and n.id in constants:
+                hits.append((n.lineno, constants[n.id]))
+
+    def dict_keys(node: ast.expr) -> None:
+        for k in node.keys if isinstance(node, ast.Dict) else ():
+            key(k)
+
+    def name(node: ast.AST | None) -> None:
         if isinstance(node, ast.Constant) and node.value in names:
             hits.append((node.lineno, node.value))
 
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "get" and _receiver(node.func.value) in _ATTR_RECEIVERS:
-                for arg in node.args:
-                    check(arg)
-            if node.func.attr in ("set_user_attr", "set_trial_user_attr") or any(_receiver(a) == "set_user_attr" for a in node.args):
-                for arg in node.args:
-                    check(arg)
         if isinstance(node, ast.Call):
+            args = node.args
+            setter = _receiver(node.func)
+            if setter in _SETTERS and len(args) > _SETTERS[setter]:
+                key(args[_SETTERS[setter]])
+            for i, arg in enumerate(args):  # a setter handed to a wrapper: self._db(trial.set_user_attr, KEY, value)
+                if _receiver(arg) in _SETTERS and len(args) > i + 1 + _SETTERS[_receiver(arg)]:
+                    key(args[i + 1 + _SETTERS[_receiver(arg)]])
+            if isinstance(node.func, ast.Attribute) and _receiver(node.func.value) in _ATTR_RECEIVERS:
+                if node.func.attr in ("get", "pop", "setdefault") and args:
+                    key(args[0])
+                if node.func.attr == "update" and args:
+                    dict_keys(args[0])
             for kw in node.keywords:
                 if kw.arg == "role":
-                    check(kw.value)
-                if kw.arg == "user_attrs" and isinstance(kw.value, ast.Dict):
-                    for key in kw.value.keys:
-                        check(key)
+                    name(kw.value)
+                if kw.arg in ("user_attrs", "system_attrs"):
+                    dict_keys(kw.value)
+                if setter == "enqueue":
+                    if kw.arg is None:
+                        dict_keys(kw.value)
+                    elif kw.arg not in _ENQUEUE_PARAMS:
+                        hits.append((kw.value.lineno, kw.arg))
         if isinstance(node, ast.Subscript) and _receiver(node.value) in _ATTR_RECEIVERS:
-            check(node.slice)
+            key(node.slice)
+        if isinstance(node, ast.AugAssign) and _receiver(node.target) in _ATTR_RECEIVERS:
+            dict_keys(node.value)
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
-            if any(_receiver(s) in (*_ATTR_RECEIVERS, "role") for s in sides):
+            if isinstance(node.ops[0], (ast.In, ast.NotIn)) and _receiver(node.comparators[0]) in _ATTR_RECEIVERS:
+                key(node.left)
+            elif any(_receiver(s) in (*_ATTR_RECEIVERS, "role") for s in sides):
                 for side in sides:
-                    check(side)
+                    name(side)
     return hits
 
 
@@ -216,7 +256,7 @@ def test_stored_names_are_spelled_once():
     assert {"schedule", "role", "seed", "reference", "baseline", "search", "confirm"} <= names
     spelled = []
     for path in sorted(ROOT.glob("search/**/*.py")):
-        if path.name != "attrs.py":
+        if path.name != "attrs.py" and str(path.relative_to(ROOT)) != ADAPTER:  # the adapter spells Optuna's keys
             spelled += [
                 f"{path.relative_to(ROOT)}:{line} spells {name!r}" for line, name in _spelled_names(ast.parse(path.read_text()), names)
             ]
@@ -224,13 +264,26 @@ def test_stored_names_are_spelled_once():
 
 
 def test_the_scan_finds_spelled_names():
-    """The scan above must be able to fail: each way of spelling a name is caught."""
+    """The scan above must be able to fail: each way of spelling a key, registered or not, or a role is caught,
+    and a value or a message is not."""
     code = (
         "t.user_attrs.get('seed')\nattrs['schedule']\n'role' in t.user_attrs\nenqueue(s, role='baseline')\n"
         "trial.set_user_attr('error', 1)\nself._db(trial.set_user_attr, 'worker', 1)\nr.role != 'confirm'\n"
         "s.enqueue_trial({}, user_attrs={'reference': 1})\nx.get('seed')\n"
+        "storage.set_trial_system_attr(tid, 'prism.grid_index', 3)\n"
+        "trial.set_user_attr(f'rung_{k}', v)\n"
+        "study.user_attrs[PLAN + '.plan']\n"
+        "GRID = 'grid'\nt.system_attrs.get(GRID)\n"
+        "enqueue(s, f, x, role=r, seed=1, retry_of=2)\n"
+        "result.extra |= {'throughput_ratio': 1}\n"
+        "result.extra.pop('checkpoint', None)\n"
+        "'fixed' not in t.system_attrs\n"
+        "self._db(storage.set_trial_user_attr, tid, 'attempt', 1)\n"
+        "trial.set_user_attr(ERROR, 'a message'); study.set_metric_names(['val_loss']); t.user_attrs.get(SEED, 'none')\n"
+        "enqueue(s, f, x, role=r, seed=1, **{'source': 'prior'})\n"
     )
-    assert sorted(_spelled_names(ast.parse(code), {"seed", "schedule", "role", "baseline", "error", "worker", "confirm", "reference"})) == [
+    registered = {"seed", "schedule", "role", "baseline", "error", "worker", "confirm", "reference"}
+    assert sorted(_spelled_names(ast.parse(code), registered)) == [
         (1, "seed"),
         (2, "schedule"),
         (3, "role"),
@@ -239,4 +292,122 @@ def test_the_scan_finds_spelled_names():
         (6, "worker"),
         (7, "confirm"),
         (8, "reference"),
+        (10, "prism.grid_index"),
+        (11, "rung_"),
+        (12, ".plan"),
+        (14, "grid"),
+        (15, "retry_of"),
+        (16, "throughput_ratio"),
+        (17, "checkpoint"),
+        (18, "fixed"),
+        (19, "attempt"),
+        (21, "source"),
     ]
+
+
+# Optuna's own system-attr keys, read from optuna 5.0's source: exact keys (study.py "fixed_params", trial/_trial.py
+# and study/_constrained_optimization.py "constraints", samplers/_grid.py, samplers/_cmaes.py, storages/_callbacks.py;
+# "heartbeat": no key, but its heartbeat tables' name) and the prefixes of keys built at run time (samplers' "tpe:",
+# "gp:", "cma:", ...; GA samplers' "<class>:generation"; study.py "study:metric_names"; artifacts; the terminator;
+# "nsga2:", older Optuna's NSGA-II keys, still in studies it wrote).
+OPTUNA_KEYS = {"fixed_params", "constraints", "grid_id", "search_space", "failed_trial", "retry_history", "x_for_tell", "heartbeat"}
+OPTUNA_KEY_PREFIXES = (
+    "constraints:",
+    "tpe:",
+    "gp:",
+    "cma:",
+    "sepcma:",
+    "cmawm:",
+    "nsga2:",
+    "BaseGASampler:",
+    "NSGAIISampler:",
+    "NSGAIIISampler:",
+    "study:",
+    "artifacts:",
+    "terminator:",
+)
+# attributes of Optuna objects that hold its internals (a study's storage and id, a trial's id, the RDB backend)
+OPTUNA_PRIVATE_ATTRS = {"_storage", "_trial_id", "_study_id", "_backend", "_cached_frozen_trial"}
+
+
+def _optuna_private(tree: ast.AST, in_storage: bool = False) -> list[tuple[int, str]]:
+    """What only the adapter may know of Optuna: its private modules and attributes and its system-attr keys.
+    `in_storage`: the file is in search/storage/, whose public face re-exports the adapter and may import it."""
+    hits = []
+
+    def private_module(name: str) -> bool:
+        parts = name.split(".")
+        optunas = parts[0] == "optuna" and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
+        return optunas or (not in_storage and name.startswith("search.storage._optuna"))
+
+    def dotted(node: ast.expr) -> str:
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        return ".".join([getattr(node, "id", "?"), *reversed(chain)])
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):  # a storage subclass overrides what Optuna's storages do inside
+            hits += [(node.lineno, dotted(b)) for b in node.bases if dotted(b).startswith(("optuna.storages.", "storages."))]
+        if isinstance(node, ast.Import):
+            hits += [(node.lineno, a.name) for a in node.names if private_module(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            hits += [(node.lineno, n) for n in names if private_module(n)][:1]
+        elif isinstance(node, ast.Attribute):
+            name = dotted(node)
+            if private_module(name) or (node.attr in OPTUNA_PRIVATE_ATTRS and getattr(node.value, "id", None) != "self"):
+                hits.append((node.lineno, name))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and not any(c.isspace() for c in node.value):
+            if node.value in OPTUNA_KEYS or node.value.startswith(OPTUNA_KEY_PREFIXES):  # a key has no spaces, prose has
+                hits.append((node.lineno, node.value))
+    return hits
+
+
+def test_optuna_internals_stay_in_the_adapter():
+    """An Optuna upgrade is checked in one file: only search/storage/_optuna.py imports Optuna's private modules,
+    touches its objects' private attributes, subclasses its storages or spells its system-attr keys; the rest asks
+    search.storage."""
+    assert (ROOT / ADAPTER).is_file()
+    found = []
+    for path in sorted([*ROOT.glob("prism/**/*.py"), *ROOT.glob("search/**/*.py"), *ROOT.glob("scripts/**/*.py")]):
+        relative = str(path.relative_to(ROOT))
+        if relative != ADAPTER:
+            in_storage = relative.startswith("search/storage/")
+            found += [f"{relative}:{line} uses {name!r}" for line, name in _optuna_private(ast.parse(path.read_text()), in_storage)]
+    assert not found, "\n".join(found)
+
+
+def test_the_scan_finds_optuna_internals():
+    """The scan above must be able to fail: each kind of private knowledge is caught, and the public face is not."""
+    code = (
+        "from optuna.storages._rdb import models\n"
+        "import optuna._imports\n"
+        "from search.storage._optuna import trial_id\n"
+        "from search.storage import _optuna\n"
+        "s = optuna.storages._CachedStorage(x)\n"
+        "study._storage.get_trial(trial._trial_id)\n"
+        "'fixed_params' in t.system_attrs\n"
+        "k.startswith('constraints')\n"
+        "t.system_attrs.get('NSGAIISampler:generation')\n"
+        "f'nsga2:parent:{i}'\n"
+        "from search.storage import storage_of, trial_id\n"
+        "optuna.storages.InMemoryStorage(); self._storage = None; optuna.__version__; 'study: its name'\n"
+        "class Ready(optuna.storages.InMemoryStorage): pass\n"
+    )
+    assert sorted(_optuna_private(ast.parse(code))) == [
+        (1, "optuna.storages._rdb"),
+        (2, "optuna._imports"),
+        (3, "search.storage._optuna"),
+        (4, "search.storage._optuna"),
+        (5, "optuna.storages._CachedStorage"),
+        (6, "study._storage"),
+        (6, "trial._trial_id"),
+        (7, "fixed_params"),
+        (8, "constraints"),
+        (9, "NSGAIISampler:generation"),
+        (10, "nsga2:parent:"),
+        (13, "optuna.storages.InMemoryStorage"),
+    ]
+    assert _optuna_private(ast.parse("from search.storage._optuna import trial_id\n"), in_storage=True) == []

@@ -12,9 +12,10 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial
 
+from search.attrs import THROUGHPUT_RATIO
 from search.config import StudyConfig
 
-CONSTRAINT = "throughput_ratio"
+CONSTRAINT = THROUGHPUT_RATIO
 
 
 def apply_constraint(trial: optuna.Trial, config: StudyConfig, ratio: float | None) -> None:

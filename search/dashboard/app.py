@@ -25,8 +25,7 @@ from search.config import PrismSearchError
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
 from search.errors import StorageUnreachable
-from search.storage import StorageError, open_storage
-from search.storage._optuna import cached
+from search.storage import StorageError, cached, open_storage
 from search.urls import mask_url
 
 log = logging.getLogger("prism_search.dashboard")

@@ -25,9 +25,23 @@ from optuna.trial import FrozenTrial, TrialState
 
 from prism import Schedule, ScheduleError
 from search.analysis.summary import Summary, is_paired_baseline, summarize
-from search.attrs import ATTR_AUDIT, CURVE, ERROR, HEADS_PREFIX, PRUNED_AT_TOKENS, ROLE, ROLE_CONFIRM, ROLE_SEARCH, SCHEDULE, SEED, WORKER
+from search.attrs import (
+    ATTR_AUDIT,
+    CURVE,
+    ERROR,
+    HEADS_PREFIX,
+    PRUNED_AT_TOKENS,
+    ROLE,
+    ROLE_CONFIRM,
+    ROLE_SEARCH,
+    SCHEDULE,
+    SEED,
+    THROUGHPUT_RATIO,
+    TOKENS_PER_S,
+    WORKER,
+)
 from search.config import ConfigError, PrismSearchError, StudyConfig
-from search.storage._optuna import set_trial_id, trial_id
+from search.storage import scratch_study, trial_id
 from search.storage.records import stored_config
 from search.urls import mask_url
 
@@ -183,11 +197,11 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
         curve = tuple((float(a), float(b)) for a, b in attrs[CURVE])
     if t.values is not None and t.state == TrialState.COMPLETE:
         val_loss = _finite(t.values[loss_i])
-        tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get("tokens_per_s"))
-        ratio = _finite(t.values[ratio_i]) if ratio_i is not None else _finite(attrs.get("throughput_ratio"))
+        tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get(TOKENS_PER_S))
+        ratio = _finite(t.values[ratio_i]) if ratio_i is not None else _finite(attrs.get(THROUGHPUT_RATIO))
     else:
         val_loss = curve[-1][1] if curve else None
-        tps, ratio = _finite(attrs.get("tokens_per_s")), _finite(attrs.get("throughput_ratio"))
+        tps, ratio = _finite(attrs.get(TOKENS_PER_S)), _finite(attrs.get(THROUGHPUT_RATIO))
     worker = attrs.get(WORKER)
     return TrialRow(
         number=t.number,
@@ -265,18 +279,6 @@ def layer_importance(rows: list[TrialRow]) -> dict[int, float] | None:
     return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads or ()), loss_key(r)) for r in done if len(r.heads or ()) == n_layer))
 
 
-class _ReadyTrials(optuna.storages.InMemoryStorage):
-    """In-memory storage serving ready-made trials as they are: `add_trials` would deep-copy each one, which was
-    most of the importance time on a 5,000-trial study."""
-
-    def __init__(self, trials: list[FrozenTrial]):
-        super().__init__()
-        self._ready = trials
-
-    def get_all_trials(self, study_id: int, deepcopy: bool = True, states=None) -> list[FrozenTrial]:
-        return [t for t in self._ready if states is None or t.state in states]
-
-
 @lru_cache(maxsize=32)
 def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, float] | None:
     """Cached on the completed trials themselves: a page refresh recomputes only after a trial completes."""
@@ -289,10 +291,7 @@ def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, 
     names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
     distributions: dict[str, optuna.distributions.BaseDistribution] = {n: dist for n in names}
     trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
-    for number, trial in enumerate(trials):  # what add_trials would assign: PED-ANOVA tells trials apart by their
-        trial.number = number  # ids (all 0 otherwise: equal importances, which tests catch)
-        set_trial_id(trial, number)
-    scratch = optuna.create_study(storage=_ReadyTrials(trials), direction="minimize")
+    scratch = scratch_study(trials, direction="minimize")
     evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "too few trials" style warnings: the caller shows a note instead

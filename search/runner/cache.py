@@ -15,26 +15,19 @@ A served trial is told to the sampler, so it learns, but does not count toward n
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import optuna
 import ray
 from optuna.trial import FrozenTrial, TrialState
 
 from search.attrs import DUPLICATE_ATTR, ERROR, REFERENCE, RETRY_OF, ROLE, SCHEDULE, SEED, WORKER
-from search.storage._optuna import storage_of, trial_id
+from search.runner.messages import Wait
+from search.storage import trial_id
 
 WAIT_POLL_S = 1.0
 # attrs that describe the copy itself, not the training run it shares
 _OWN_ATTRS = {ROLE, SEED, SCHEDULE, WORKER, RETRY_OF, ERROR, REFERENCE}
 _USABLE = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-
-
-@dataclass(frozen=True)
-class Wait:
-    """What a waiting duplicate's poll returns: look at the original again."""
-
-    original_id: int
 
 
 @ray.remote(num_cpus=0)
@@ -91,9 +84,8 @@ def copy_result(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial)
         if key not in _OWN_ATTRS:
             trial.set_user_attr(key, value)
     trial.set_user_attr(DUPLICATE_ATTR, original.number)
-    for key, value in original.system_attrs.items():
-        if key.startswith("constraints"):
-            storage_of(study).set_trial_system_attr(trial_id(trial), key, value)
+    for key, value in original.constraints.items():
+        trial.set_constraint(key, value)
     if original.state == TrialState.PRUNED:
         if len(study.directions) == 1:  # a pruned single-objective trial's value is its last intermediate one
             for step, value in sorted(original.intermediate_values.items()):

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import Literal, Protocol, assert_never
 
 import optuna
 import ray
@@ -29,15 +29,28 @@ from optuna.trial import TrialState
 from prism import EvalPoint, Schedule, TrainResult
 from search.analysis.budget import Budget, budget, exhausted
 from search.analysis.constraints import apply_constraint
-from search.attrs import ATTEMPT, DUPLICATE_ATTR, ERROR, PRUNED_AT_TOKENS, ROLE, ROLE_SEARCH, SCHEDULE, SEED, WORKER
+from search.attrs import (
+    ATTEMPT,
+    DUPLICATE_ATTR,
+    ERROR,
+    PRUNED_AT_TOKENS,
+    RETRY_OF,
+    ROLE,
+    ROLE_SEARCH,
+    SCHEDULE,
+    SEED,
+    THROUGHPUT_RATIO,
+    WORKER,
+)
 from search.config import StudyConfig, family_for
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
 from search.runner import cache
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
+from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
-from search.storage._optuna import stale_trial_ids, storage_of, trial_id
+from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs, stored_config
 from search.tracking import make_trackers
 
@@ -109,8 +122,7 @@ def _requeue(study: optuna.Study, family, trial: optuna.trial.FrozenTrial | optu
         Schedule.parse(attrs[SCHEDULE]),
         role=attrs.get(ROLE, ROLE_SEARCH),
         seed=attrs.get(SEED, 0),
-        retry_of=trial.number,
-        attempt=attempt,
+        **{RETRY_OF: trial.number, ATTEMPT: attempt},
     )
 
 
@@ -255,7 +267,7 @@ class Driver:
     def _handle(self, ref: ray.ObjectRef) -> None:
         job = self.in_flight.pop(ref)
         try:
-            out = ray.get(ref)
+            out: Message = ray.get(ref)
         except ray.exceptions.RayActorError as e:
             self.idle.append(self._worker_cls.remote())  # replace the dead actor
             self._fail(job.trial, f"worker died: {type(e).__name__}: {str(e).splitlines()[0]}", retry=True)
@@ -265,31 +277,32 @@ class Driver:
             self.idle.append(job.worker)
             self._fail(job.trial, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
             return
-        if isinstance(out, cache.Wait):
-            self._await_original(job, out)
-            return
-        if isinstance(out, dict):  # started: where it runs
-            self._db(job.trial.set_user_attr, WORKER, out)
-            self.in_flight[job.worker.advance.remote()] = job
-            return
-        if isinstance(out, EvalPoint):
-            job.points.append(out)
-            self._db(self.stopping.report, job.trial, out)
-            if self.progress:
-                self.progress.evaluated(job.trial.number, out)
-            # a trial that has spent its whole budget is complete, whatever the pruner thinks of its last rung
-            final = out.step >= self.config.train.steps
-            job.pruning = job.role == ROLE_SEARCH and not final and self._db(self.stopping.should_stop, job.trial, out)
-            next_ref = job.worker.stop.remote() if job.pruning else job.worker.advance.remote()
-            self.in_flight[next_ref] = job
-            return
-        self.idle.append(job.worker)
-        self._finish(job, out)
+        match out:
+            case cache.Wait():
+                self._await_original(job, out)
+            case Started(where):
+                self._db(job.trial.set_user_attr, WORKER, where)
+                self.in_flight[job.worker.advance.remote()] = job
+            case Evaluated(point):
+                job.points.append(point)
+                self._db(self.stopping.report, job.trial, point)
+                if self.progress:
+                    self.progress.evaluated(job.trial.number, point)
+                # a trial that has spent its whole budget is complete, whatever the pruner thinks of its last rung
+                final = point.step >= self.config.train.steps
+                job.pruning = job.role == ROLE_SEARCH and not final and self._db(self.stopping.should_stop, job.trial, point)
+                next_ref = job.worker.stop.remote() if job.pruning else job.worker.advance.remote()
+                self.in_flight[next_ref] = job
+            case Finished(result):
+                self.idle.append(job.worker)
+                self._finish(job, result)
+            case _:
+                assert_never(out)
 
     def _record(self, job: _InFlight, result: TrainResult) -> None:
         for key, value in result_attrs(result).items():
             self._db(job.trial.set_user_attr, key, value)
-        self._db(apply_constraint, job.trial, self.config, result.extra.get("throughput_ratio"))
+        self._db(apply_constraint, job.trial, self.config, result.extra.get(THROUGHPUT_RATIO))
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE

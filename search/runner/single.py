@@ -24,6 +24,7 @@ from prism import (
     validate,
 )
 from prism.analysis import LayerMetrics, layer_profile
+from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig, load_config, parse_config
 from search.errors import ConfigError
 from search.preflight import check_folder, preflight
@@ -109,9 +110,9 @@ def train_single(
             result = run_trial(spec)
         except TrainingDiverged as e:
             raise ConfigError(f"training diverged: {e} (fix: lower train.lr, or raise train.warmup_steps)") from None
-        layers = analyze_checkpoint(result.extra["checkpoint"])[1] if analyze else None
+        layers = analyze_checkpoint(result.extra[ATTR_CHECKPOINT])[1] if analyze else None
     if not save:
-        result.extra.pop("checkpoint", None)
+        result.extra.pop(ATTR_CHECKPOINT, None)
     return SingleRun(config, schedule, result, layers)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from search.attrs import CURVE, PRUNED_AT_TOKENS
-from search.storage._optuna import storage_of, trial_id
+from search.attrs import CURVE, PRUNED_AT_TOKENS, TOKENS
+from search.storage import storage_of, trial_id
 
 
 def undelivered_path(study_name: str) -> Path:
@@ -47,7 +47,7 @@ def deliver_undelivered(study: optuna.Study) -> list[int]:
             if tokens not in trial.intermediate_values:
                 storage.set_trial_intermediate_value(tid, tokens, loss)
         if record["state"] == "PRUNED":
-            storage.set_trial_user_attr(tid, PRUNED_AT_TOKENS, attrs["tokens"])
+            storage.set_trial_user_attr(tid, PRUNED_AT_TOKENS, attrs[TOKENS])
             study.tell(trial.number, state=TrialState.PRUNED)
         else:
             study.tell(trial.number, record["values"])

@@ -2,11 +2,11 @@
 
 `TrialSession` runs one trial an evaluation interval at a time. The search driver wraps it in a Ray actor
 (local or on a cluster) and decides between intervals whether to prune; `prism-search train`
-(search.runner.single) runs the same session in process through `run_trial`. Specs and results are plain
-picklable values, and a session never touches the database.
+(search.runner.single) runs the same session in process through `run_trial`. Specs and the session's answers
+(search.runner.messages) are plain picklable values, and a session never touches the database.
 
 Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
-keep_checkpoints="all") and names the directory in `TrainResult.extra["checkpoint"]`; deciding which ones
+keep_checkpoints="all") and names the directory in `TrainResult.extra[ATTR_CHECKPOINT]`; deciding which ones
 to keep for "best" is the driver's job, since only it knows the study's best trial.
 """
 
@@ -19,7 +19,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from prism import Corpus, EvalPoint, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
+from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
+from search.attrs import ATTR_CHECKPOINT, THROUGHPUT_RATIO, UNIFORM_TOKENS_PER_S
+from search.runner.messages import Evaluated, Finished, Started
 
 
 class CorpusMismatch(RuntimeError):
@@ -73,8 +75,8 @@ class TrialSession:
         self.spec: TrialSpec | None = None
         self.corpus: Corpus | None = None
 
-    def start(self, spec: TrialSpec) -> dict:
-        """Build the model and data for `spec`; returns where it runs. No training yet."""
+    def start(self, spec: TrialSpec) -> Started:
+        """Build the model and data for `spec`; says where it runs. No training yet."""
         torch.set_num_threads(spec.threads)  # Ray's OMP_NUM_THREADS alone leaves torch on one thread
         corpus = load_corpus(spec.corpus, spec.val_fraction, **spec.corpus_options)
         if corpus.fingerprint != spec.corpus_fingerprint:
@@ -85,20 +87,20 @@ class TrialSession:
         self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
         self.spec, self.corpus = spec, corpus
         device = self.trainer.device
-        return {"host": socket.gethostname(), "pid": os.getpid(), "device": str(device), "kernels": _kernels(device)}
+        return Started({"host": socket.gethostname(), "pid": os.getpid(), "device": str(device), "kernels": _kernels(device)})
 
-    def advance(self) -> EvalPoint | TrainResult:
+    def advance(self) -> Evaluated | Finished:
         """Train to the next evaluation; the final result once the budget is spent."""
         assert self.trainer is not None, "start() a trial first"
         if self.trainer.done:
-            return self._end(save=self.spec.keep_checkpoints != "none")
-        return self.trainer.run_to_next_eval()
+            return Finished(self._end(save=self.spec.keep_checkpoints != "none"))
+        return Evaluated(self.trainer.run_to_next_eval())
 
-    def stop(self) -> TrainResult:
+    def stop(self) -> Finished:
         """End the trial now (pruned, or finished after its last evaluation) and free its model."""
         assert self.trainer is not None, "start() a trial first"
         save = self.spec.keep_checkpoints == "all" or (self.trainer.done and self.spec.keep_checkpoints != "none")
-        return self._end(save)
+        return Finished(self._end(save))
 
     def _end(self, save: bool) -> TrainResult:
         assert self.trainer is not None and self.spec is not None and self.corpus is not None, "start() a trial first"
@@ -116,10 +118,10 @@ class TrialSession:
                 train=trainer.cfg.__dict__,
                 result=result.to_dict(),
             )
-            result.extra["checkpoint"] = str(path)
+            result.extra[ATTR_CHECKPOINT] = str(path)
         if spec.baseline is not None:
             ratio, uniform = throughput_ratio(spec, corpus)
-            result.extra |= {"throughput_ratio": ratio, "uniform_tokens_per_s": uniform}
+            result.extra |= {THROUGHPUT_RATIO: ratio, UNIFORM_TOKENS_PER_S: uniform}
         return result
 
 
@@ -137,7 +139,6 @@ def run_trial(spec: TrialSpec) -> TrainResult:
     """A whole trial in this process, through the same session a worker runs (`prism-search train`)."""
     session = TrialSession()
     session.start(spec)
-    while True:
-        out = session.advance()
-        if isinstance(out, TrainResult):
-            return out
+    while not isinstance(out := session.advance(), Finished):
+        pass
+    return out.result

@@ -1,7 +1,9 @@
-"""Storage: where studies live. Opening a database (SQLite or PostgreSQL) for Optuna, masking its URL."""
+"""Storage: where studies live. Opening a database (SQLite or PostgreSQL) for Optuna, masking its URL, and the
+few Optuna internals the service needs (search.storage._optuna: import them from here)."""
 
 import optuna
 
+from search.storage._optuna import cached, is_enqueued, scratch_study, stale_trial_ids, storage_of, storage_url, trial_id
 from search.storage.database import (
     GRACE_PERIOD_S,
     HEARTBEAT_INTERVAL_S,
@@ -19,8 +21,15 @@ __all__ = [
     "GRACE_PERIOD_S",
     "HEARTBEAT_INTERVAL_S",
     "StorageError",
+    "cached",
     "check_url",
     "creation_lock",
     "driver_lock",
+    "is_enqueued",
     "open_storage",
+    "scratch_study",
+    "stale_trial_ids",
+    "storage_of",
+    "storage_url",
+    "trial_id",
 ]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import ATTR_CONFIG, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, heads_attr
+from search.attrs import ATTR_CONFIG, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, THROUGHPUT_RATIO, heads_attr
 from search.config import ConfigError, PrismSearchError, StudyConfig, parse_config
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def schedule_attrs(schedule: Schedule, role: str, seed: int) -> dict:
 
 def objective_values(result: TrainResult, objectives: Sequence[str]) -> list[float]:
     """A result's values for the study's objectives (search.config.OBJECTIVES); the raw tokens/s is also an attr."""
-    by_name = {"val_loss": result.final_val_loss, "throughput": result.extra["throughput_ratio"], "tokens_per_s": result.tokens_per_s}
+    by_name = {"val_loss": result.final_val_loss, "throughput": result.extra[THROUGHPUT_RATIO], "tokens_per_s": result.tokens_per_s}
     return [by_name[name] for name in objectives]
 
 

@@ -4,7 +4,7 @@ CLI -> study -> {runner, priors}), so the CLI's imports say what it may touch. I
 the CLI imports it inside the commands that need it.
 """
 
-from search.priors import audit_model, load_source, make_prior, read_prior, read_profile, write_report
+from search.priors import audit_model, load_source, make_prior, read_profile, write_report
 from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT
 from search.runner.cluster import check_cluster
 from search.runner.single import analyze_checkpoint, resolve, train_single
@@ -17,7 +17,6 @@ __all__ = [
     "check_cluster",
     "load_source",
     "make_prior",
-    "read_prior",
     "read_profile",
     "resolve",
     "train_single",

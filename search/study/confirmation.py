@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.analysis.budget import budget
 from search.analysis.summary import ConfirmationRow, confirmation_rows, schedule_ranking
-from search.attrs import ATTR_CONFIRMATION, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
+from search.attrs import ATTR_CONFIRMATION_PLAN, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
 from search.storage.records import enqueue, stored_config
 from search.study.pruning import make_stopping
@@ -53,13 +53,13 @@ def plan(study: optuna.Study, top: int, seeds: int) -> int:
         for seed in confirm_seeds(config, seeds):
             if (schedule, seed) not in have:
                 enqueue(study, family, Schedule.parse(schedule), role=ROLE_CONFIRM, seed=seed)
-    study.set_user_attr(ATTR_CONFIRMATION + ".plan", json.dumps({"schedules": schedules, "seeds": seeds}))
+    study.set_user_attr(ATTR_CONFIRMATION_PLAN, json.dumps({"schedules": schedules, "seeds": seeds}))
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
 def collect(study: optuna.Study) -> list[ConfirmationRow]:
     """The confirmation rows of the schedules the last `confirm` planned: val loss mean ± sd, paired gap to uniform."""
-    planned = json.loads(study.user_attrs[ATTR_CONFIRMATION + ".plan"])["schedules"]
+    planned = json.loads(study.user_attrs[ATTR_CONFIRMATION_PLAN])["schedules"]
     rows = confirmation_rows(study.get_trials(deepcopy=False), planned[0])
     return [r for r in rows if r.schedule in planned]
 

@@ -9,19 +9,32 @@ import json
 import optuna
 
 from search.analysis.constraints import is_feasible
-from search.attrs import DUPLICATE_ATTR, PRUNED_AT_TOKENS, REFERENCE, ROLE, SCHEDULE, SEED, heads_attr
+from search.attrs import (
+    DUPLICATE_ATTR,
+    FLOPS_PER_TOKEN,
+    N_PARAMS,
+    PRUNED_AT_RUNG,
+    PRUNED_AT_TOKENS,
+    REFERENCE,
+    ROLE,
+    SCHEDULE,
+    SEED,
+    THROUGHPUT_RATIO,
+    TOKENS_PER_S,
+    heads_attr,
+)
 from search.storage.records import FINISHED, stored_config
 
 _ATTRS = (
     ROLE,
     SEED,
     SCHEDULE,
-    "tokens_per_s",
-    "throughput_ratio",
-    "n_params",
-    "flops_per_token",
+    TOKENS_PER_S,
+    THROUGHPUT_RATIO,
+    N_PARAMS,
+    FLOPS_PER_TOKEN,
     PRUNED_AT_TOKENS,
-    "pruned_at_rung",
+    PRUNED_AT_RUNG,
     DUPLICATE_ATTR,
     REFERENCE,
 )

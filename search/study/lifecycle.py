@@ -17,6 +17,7 @@ import json
 import signal
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
@@ -26,18 +27,43 @@ from rich.console import Console
 from prism import Schedule
 from search.analysis.budget import budget, exhausted
 from search.analysis.summary import ConfirmationRow, paired_baseline
-from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, ROLE_SEARCH, SCHEDULE, SEED
+from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
 from search.config import StudyConfig, family_for
 from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
-from search.storage import creation_lock, driver_lock, open_storage
-from search.storage._optuna import storage_url
+from search.storage import creation_lock, driver_lock, open_storage, storage_url
 from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
 from search.study.samplers import PriorSampler, reachable_target
+
+
+@dataclass(frozen=True)
+class AutoPrior:
+    """`run --prior auto`: train the baselines keeping their checkpoints, audit the paired one, seed from it."""
+
+
+@dataclass(frozen=True)
+class PriorFile:
+    """`run --prior PRIOR.json`: a prior file (`prism-search prior`), read and checked against the study."""
+
+    prior: dict  # {"n_layer", "schedules": [{"schedule", "rank", ...}], ...} (search.priors.prior_file)
+
+
+PriorChoice = AutoPrior | PriorFile | None  # None: no prior
+
+
+def parse_prior(flag: str | None, config: StudyConfig) -> PriorChoice:
+    """What `--prior` asks for; a file is read and checked here, at the command's edge, before anything is stored."""
+    if flag is None:
+        return None
+    if flag == "auto":
+        return AutoPrior()
+    from search.priors import read_prior  # torch
+
+    return PriorFile(read_prior(flag, config))
 
 
 def execute(
@@ -46,7 +72,7 @@ def execute(
     *,
     resume: bool,
     console: Console,
-    prior: dict | str | None = None,
+    prior: PriorChoice = None,
     retry_baselines: bool = False,
 ) -> tuple[optuna.Study, float | None]:
     """Shared by `run` and `resume`: open storage and study, recover stale trials, seed, drive trials.
@@ -70,7 +96,7 @@ def _drive(
     *,
     resume: bool,
     console: Console,
-    prior: dict | str | None,
+    prior: PriorChoice,
     retry_baselines: bool,
 ) -> tuple[optuna.Study, float | None]:
     """execute's work, under the driver lock: from opening the study (and queueing what it lacks) to its target."""
@@ -162,19 +188,20 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _seed_with_prior(study: optuna.Study, config: StudyConfig, prior: dict | str | None, fingerprint: str, progress) -> None:
+def _seed_with_prior(study: optuna.Study, config: StudyConfig, prior: PriorChoice, fingerprint: str, progress) -> None:
     """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
     A study seeded before (also on resume) gets its narrowing sampler back."""
     from search.runner.driver import Driver
 
-    if prior == "auto" and not is_seeded(study):
-        baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
-        baselines.run(config.search.baseline_seeds, config.resources.workers)
-        prior = prior_from_baseline(study, config)
-        progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in prior['schedules'])}")
-    elif isinstance(prior, dict):
-        added = seed_study(study, config, prior)
-        progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
+    match prior:
+        case AutoPrior() if not is_seeded(study):
+            baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
+            baselines.run(config.search.baseline_seeds, config.resources.workers)
+            audited = prior_from_baseline(study, config)
+            progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in audited['schedules'])}")
+        case PriorFile(ranked):
+            added = seed_study(study, config, ranked)
+            progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
     narrow_sampler(study, config)
 
 
@@ -198,9 +225,8 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
     for entry in prior["schedules"]:
         if entry["schedule"] in queued:
             continue  # the baseline or a reference already measures it
-        enqueue(
-            study, family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, source="prior", prior_rank=entry["rank"]
-        )
+        origin = {SOURCE: SOURCE_PRIOR, PRIOR_RANK: entry["rank"]}
+        enqueue(study, family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, **origin)
         queued.add(entry["schedule"])
         added.append(entry["schedule"])
     narrow_until = len(study.get_trials(deepcopy=False)) + config.search.n_startup_trials  # trial numbers

@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING
 import optuna
 
 from search.analysis.summary import auto_pruning_start
+from search.attrs import PRUNED_AT_RUNG, rung_attr
 from search.config import StudyConfig
 
 if TYPE_CHECKING:
     from prism import EvalPoint
-
-RUNG_ATTR = "rung_{}"
 
 
 def tokens_per_eval(config: StudyConfig) -> int:
@@ -101,20 +100,20 @@ class RungStopping:
         self._fresh: dict[int, int] = {}  # trial number -> rung its latest evaluation reached
 
     def report(self, trial: optuna.Trial, point: EvalPoint) -> None:
-        passed = [k for k, r in enumerate(self.rungs) if point.tokens >= r and RUNG_ATTR.format(k) not in trial.user_attrs]
+        passed = [k for k, r in enumerate(self.rungs) if point.tokens >= r and rung_attr(k) not in trial.user_attrs]
         if passed:  # a trial's value at a rung is its first evaluation at or past the rung's budget
-            trial.set_user_attr(RUNG_ATTR.format(passed[-1]), point.val_loss)
+            trial.set_user_attr(rung_attr(passed[-1]), point.val_loss)
             self._fresh[trial.number] = passed[-1]
 
     def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool:
         k = self._fresh.pop(trial.number, None)
         if k is None:
             return False
-        key = RUNG_ATTR.format(k)
+        key = rung_attr(k)
         others = [t.user_attrs[key] for t in self.study.get_trials(deepcopy=False) if key in t.user_attrs and t.number != trial.number]
         if promotable(trial.user_attrs[key], others, self.eta) or (self.gate and not self.gate.allows(self.study, point.tokens)):
             return False
-        trial.set_user_attr("pruned_at_rung", k)
+        trial.set_user_attr(PRUNED_AT_RUNG, k)
         return True
 
 

@@ -21,12 +21,11 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from search.attrs import GRID_INDEX
 from search.config import StudyConfig, family_for
 from search.errors import GridExhausted
 from search.families import ScheduleFamily
-from search.storage._optuna import storage_of, trial_id
-
-GRID_ATTR = "prism.grid_index"
+from search.storage import is_enqueued, storage_of, trial_id
 
 
 class ScheduleGridSampler(optuna.samplers.BaseSampler):
@@ -37,16 +36,16 @@ class ScheduleGridSampler(optuna.samplers.BaseSampler):
         self.schedules = list(family.enumerate())
 
     def claimed(self, study: optuna.Study) -> set[int]:
-        return {t.system_attrs[GRID_ATTR] for t in study.get_trials(deepcopy=False) if GRID_ATTR in t.system_attrs}
+        return {t.system_attrs[GRID_INDEX] for t in study.get_trials(deepcopy=False) if GRID_INDEX in t.system_attrs}
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if "fixed_params" in trial.system_attrs:
+        if is_enqueued(trial):
             return
         claimed = self.claimed(study)
         index = next((i for i in range(len(self.schedules)) if i not in claimed), None)
         if index is None:
             raise GridExhausted(f"the grid has visited all {len(self.schedules)} schedules of the {self.family.name!r} space")
-        storage_of(study).set_trial_system_attr(trial_id(trial), GRID_ATTR, index)
+        storage_of(study).set_trial_system_attr(trial_id(trial), GRID_INDEX, index)
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return {}
@@ -55,7 +54,7 @@ class ScheduleGridSampler(optuna.samplers.BaseSampler):
         return {}
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution) -> Any:
-        schedule = self.schedules[trial.system_attrs[GRID_ATTR]]
+        schedule = self.schedules[trial.system_attrs[GRID_INDEX]]
         return self.family.params_for(schedule)[param_name]
 
 

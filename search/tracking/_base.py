@@ -9,13 +9,27 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from search.attrs import CURVE, HEADS_PREFIX, ROLE, ROLE_SEARCH, SCHEDULE, SEED, heads_attr
+from search.attrs import (
+    CURVE,
+    FLOPS_PER_TOKEN,
+    HEADS_PREFIX,
+    N_PARAMS,
+    ROLE,
+    ROLE_SEARCH,
+    SCHEDULE,
+    SEED,
+    THROUGHPUT_RATIO,
+    TOKENS,
+    TOKENS_PER_S,
+    WALL_TIME_S,
+    heads_attr,
+)
 from search.urls import mask_url
 
 logger = logging.getLogger("search.tracking")
 
 # numeric user attrs (search.storage.records.result_attrs and the throughput probe) logged as run-level metrics
-METRIC_ATTRS = ("tokens_per_s", "throughput_ratio", "n_params", "flops_per_token", "wall_time_s", "tokens")
+METRIC_ATTRS = (TOKENS_PER_S, THROUGHPUT_RATIO, N_PARAMS, FLOPS_PER_TOKEN, WALL_TIME_S, TOKENS)
 
 
 @dataclass(frozen=True)

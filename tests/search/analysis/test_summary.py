@@ -9,7 +9,7 @@ from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
 from search.analysis.summary import ranked, summarize
-from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION, DUPLICATE_ATTR
+from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION_PLAN, DUPLICATE_ATTR
 from search.study.confirmation import collect
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
@@ -99,7 +99,7 @@ def test_baseline_and_reference_runs_whose_every_try_failed_are_listed_as_failed
 def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_compete(tiny_config):
     study = make_study(tiny_config)
     searched(study)
-    study.set_user_attr(ATTR_CONFIRMATION + ".plan", '{"schedules": ["1x3", "4x3"], "seeds": 3}')
+    study.set_user_attr(ATTR_CONFIRMATION_PLAN, '{"schedules": ["1x3", "4x3"], "seeds": 3}')
     for seed, (base, best) in zip((1000, 1001, 1002), [(1.50, 1.49), (1.60, 1.58), (1.70, 1.67)]):
         add(study, UNIFORM, seed, base, role="confirm")  # lower than any search loss: must not become "best"
         add(study, "4x3", seed, best, role="confirm")

@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from search.analysis.summary import summarize
-from search.attrs import ATTR_CONFIRMATION
+from search.attrs import ATTR_CONFIRMATION_PLAN
 from search.dashboard import figures as figs
 from search.dashboard.pages import study_page, trial_page
 from search.dashboard.report import write_report
@@ -22,7 +22,7 @@ def confirmed(tiny_config):
     """Searched on seed 0, then `confirm --top 1 --seeds 3`: uniform's confirmation runs have the lowest losses."""
     study = make_study(tiny_config)
     searched(study)
-    study.set_user_attr(ATTR_CONFIRMATION + ".plan", '{"schedules": ["1x3", "4x3"], "seeds": 3}')
+    study.set_user_attr(ATTR_CONFIRMATION_PLAN, '{"schedules": ["1x3", "4x3"], "seeds": 3}')
     for seed, (base, best) in zip((1000, 1001, 1002), [(1.50, 1.49), (1.60, 1.58), (1.70, 1.67)]):
         add(study, UNIFORM, seed, base, role="confirm")
         add(study, "4x3", seed, best, role="confirm")

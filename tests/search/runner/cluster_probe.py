@@ -15,6 +15,7 @@ import torch
 from search.config import parse_config
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver, connect_ray
+from search.runner.messages import Started
 from search.runner.worker import TrialSession
 from search.storage import open_storage
 from search.study.create import open_study
@@ -28,14 +29,17 @@ class ProbeSession(TrialSession):
     """A real trial, trained on the CPU even though the study asks for (logical) GPUs, plus Ray's view of it."""
 
     def start(self, spec):
-        where = super().start(dataclasses.replace(spec, train=dataclasses.replace(spec.train, device="cpu")))
+        started = super().start(dataclasses.replace(spec, train=dataclasses.replace(spec.train, device="cpu")))
         ctx = ray.get_runtime_context()
-        return where | {
-            "node": ctx.get_node_id(),
-            "resources": ctx.get_assigned_resources(),
-            "torch_threads": torch.get_num_threads(),
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        }
+        return Started(
+            started.where
+            | {
+                "node": ctx.get_node_id(),
+                "resources": ctx.get_assigned_resources(),
+                "torch_threads": torch.get_num_threads(),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            }
+        )
 
 
 def main(address: str, url: str) -> None:

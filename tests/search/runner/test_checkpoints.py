@@ -12,6 +12,7 @@ from search.config import ConfigError, parse_config
 from search.runner.checkpoints import keep_checkpoints
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
+from search.runner.messages import Finished
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage import open_storage
 from search.study.create import open_study
@@ -39,11 +40,12 @@ def test_session_saves_finished_trials_and_pruned_ones_only_for_all(tiny_config,
     session = TrialSession()
     session.start(_spec(tiny_config, tmp_path, keep))
     session.advance()
-    pruned = session.stop()  # the driver pruned it after its first evaluation
+    pruned = session.stop().result  # the driver pruned it after its first evaluation
     assert ("checkpoint" in pruned.extra) == pruned_saved == (tmp_path / keep / "model.safetensors").is_file()
     session.start(_spec(tiny_config, tmp_path, keep))
-    while not isinstance(result := session.advance(), type(pruned)):
+    while not isinstance(finished := session.advance(), Finished):
         pass
+    result = finished.result
     assert ("checkpoint" in result.extra) == (keep != "none")
     if keep != "none":
         model, meta = load_checkpoint(result.extra["checkpoint"])

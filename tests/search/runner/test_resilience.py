@@ -25,8 +25,7 @@ from search.runner import driver as driver_module
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import DatabaseUnavailable, Driver
 from search.runner.undelivered import deliver_undelivered, undelivered_path
-from search.storage import database, open_storage
-from search.storage._optuna import stale_trial_ids, storage_of, trial_id
+from search.storage import database, open_storage, stale_trial_ids, storage_of, trial_id
 from search.storage.records import FINISHED, enqueue, schedule_attrs
 from search.study.confirmation import plan
 from search.study.create import open_study

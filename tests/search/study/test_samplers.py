@@ -3,8 +3,9 @@
 import optuna
 import pytest
 
+from search.attrs import GRID_INDEX
 from search.config import StudyConfig, family_for
-from search.study.samplers import GRID_ATTR, GridExhausted, ScheduleGridSampler, make_sampler
+from search.study.samplers import GridExhausted, ScheduleGridSampler, make_sampler
 
 
 def _config(tiny_config, sampler, family="ramp"):
@@ -57,7 +58,7 @@ def test_grid_skips_enqueued_trials_and_continues_where_it_stopped(tiny_config, 
     study = optuna.create_study(study_name="g", storage=storage, sampler=ScheduleGridSampler(family))
     study.enqueue_trial(family.params_for(list(family.enumerate())[-1]))
     first = study.ask()
-    assert GRID_ATTR not in study.trials[0].system_attrs and str(family.suggest(first)) == str(list(family.enumerate())[-1])
+    assert GRID_INDEX not in study.trials[0].system_attrs and str(family.suggest(first)) == str(list(family.enumerate())[-1])
     study.tell(first, 1.0)
     second = study.ask()
     assert str(family.suggest(second)) == str(list(family.enumerate())[0])
