@@ -11,6 +11,11 @@ Peak memory: CUDA's max_memory_allocated per schedule; on CPU the growth of resi
 from "torch imported" to "trainer built and a few steps run" (model, optimizer state, gradients and what the
 allocator keeps; not a true activation peak).
 
+`--reference` instead times uniform Prism (the real `Trainer`, head dim 64) against a plain nanoGPT-style GPT-2 of
+the same shape, initial weights, batches, optimizer and clipping (scripts/reference_gpt.py), and against that
+reference with GPT-2's tanh GELU (Prism's activation) in place of nanoGPT's exact one: rounds alternate the order,
+and each round's Prism tokens/s over the reference's gives a paired ratio, by the wall clock and by the CPU time.
+
 `--kernel` also times fused attention alone (SDPA forward + backward at the same B, T, d_model) for every
 allowed head dim, and a "predicted from SDPA" column: the uniform step time with each layer's attention
 swapped for that schedule's head dim. Where predicted and measured ratios agree, the attention kernel
@@ -19,6 +24,7 @@ explains the gap (the projections and MLP do the same matmuls in every schedule)
     python scripts/bench_throughput.py                      # CPU, fp32 (CUDA + bf16 autocast when present)
     python scripts/bench_throughput.py --d-model 768 --n-layer 12 --block-size 1024 --device cuda
     bash scripts/gpu_check.sh                               # the prepared GPU run: CUDA tests + eager/compiled bench
+    python scripts/bench_throughput.py --reference --n-layer 4 --block-size 64 --rounds 40   # Prism vs plain GPT-2
 """
 
 from __future__ import annotations
@@ -35,8 +41,9 @@ import time
 import numpy as np
 import scipy.stats
 import torch
+from reference_gpt import GPT, ReferenceLoop  # scripts/ is on sys.path when this file runs as a script
 
-from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, validate
+from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, train_batches, validate
 from prism.training import _autocast_dtype
 
 
@@ -59,6 +66,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-schedule memory probes (each builds the model again)")
     p.add_argument("--kernel", action="store_true", help="also time SDPA alone per head dim")
+    p.add_argument("--reference", action="store_true", help="time uniform Prism against a plain GPT-2 instead")
     return p.parse_args()
 
 
@@ -129,10 +137,57 @@ def _peak_memory_mib(cfg, schedule, tcfg, args) -> float:
     return peak
 
 
+def _reference_main(args: argparse.Namespace, cfg: ModelConfig, tcfg: TrainConfig) -> None:
+    """Uniform Prism's Trainer against the plain GPT-2 (exact and tanh GELU), alternating rounds, paired ratios."""
+    corpus, heads = load_corpus(), cfg.d_model // 64
+    sides: dict[str, Trainer | ReferenceLoop] = {"prism": Trainer(cfg, Schedule.uniform(heads, cfg.n_layer), tcfg, corpus)}
+    for activation in ("none", "tanh"):
+        torch.manual_seed(tcfg.seed)  # the same initial weights as the Prism model (tests/scripts check it)
+        gpt = GPT(cfg.vocab_size, cfg.block_size, cfg.n_layer, cfg.d_model, heads, activation)
+        batches = train_batches(corpus, cfg.block_size, tcfg.batch_size, tcfg.seed)  # the Trainer's batches
+        sides[f"gpt2-{activation}"] = ReferenceLoop(gpt, batches, tcfg, args.device)
+    for side in sides.values():
+        side.train_steps(args.warmup)
+    seconds: dict[str, dict[str, list[float]]] = {clock: {name: [] for name in sides} for clock in ("wall", "cpu")}
+    names = list(sides)
+    for r in range(args.rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            _sync(args.device)
+            wall, cpu = time.perf_counter(), time.process_time()
+            sides[name].train_steps(args.steps)
+            _sync(args.device)
+            seconds["wall"][name].append(time.perf_counter() - wall)
+            seconds["cpu"][name].append(time.process_time() - cpu)
+    tokens = args.steps * args.batch_size * cfg.block_size
+    print(f"command: python {' '.join(shlex.quote(a) for a in sys.argv)}")
+    print(
+        f"device: {args.device} ({platform.processor() or 'cpu'}, {torch.get_num_threads()} threads); fp32; torch {torch.__version__}; "
+        f"load average before/after: {_load_before[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, {heads} heads, T={cfg.block_size}, batch {args.batch_size}; "
+        f"{args.rounds} rotating rounds x {args.steps} steps per side after {args.warmup} warm-up steps\n"
+    )
+    print("| reference | clock | ms/step Prism / reference (medians) | ratio Prism / reference tokens/s: median | 95% CI | min..max |")
+    print("|---|---|---|---:|---|---|")
+    for name in names[1:]:
+        for clock, per_side in seconds.items():
+            ratios = [ref / prism for prism, ref in zip(per_side["prism"], per_side[name])]
+            median, low, high, coverage = _median_ci(ratios)
+            covered = "" if coverage >= 0.95 else f" ({coverage:.0%})"
+            ms = " / ".join(f"{1000 * statistics.median(per_side[n]) / args.steps:.2f}" for n in ("prism", name))
+            print(f"| {name} | {clock} | {ms} | {median:.3f} | {low:.3f}..{high:.3f}{covered} | {min(ratios):.3f}..{max(ratios):.3f} |")
+    print(f"\n(tokens per round and side: {tokens:,}; gpt2-none is nanoGPT's exact GELU, gpt2-tanh GPT-2's approximation)")
+
+
 def main() -> None:
     args = _args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.reference:
+        cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size)
+        tcfg = TrainConfig(steps=10**9, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, precision="fp32")
+        return _reference_main(args, cfg, tcfg)
     cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, dh_min=args.dh_min, dh_max=args.dh_max)
     counts = allowed_head_counts(cfg)
     baseline = Schedule.uniform(args.baseline_heads or min(counts, key=lambda h: abs(args.d_model // h - 64)), cfg.n_layer)
