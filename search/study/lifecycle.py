@@ -37,7 +37,7 @@ from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
-from search.study.samplers import PriorSampler, reachable_target
+from search.study.samplers import narrowed, reachable_target
 
 
 def execute(
@@ -211,15 +211,15 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
 
 
 def narrow_sampler(study: optuna.Study, config: StudyConfig) -> None:
-    """Wrap the study's sampler in a PriorSampler when the study was seeded with a prior (a no-op otherwise)."""
-    if not is_seeded(study) or isinstance(study.sampler, PriorSampler):
+    """Narrow the study's sampler with its prior (search.study.samplers.narrowed) when the study was seeded with one."""
+    if not is_seeded(study):
         return
     prior = json.loads(study.user_attrs[ATTR_PRIOR])
     family = family_for(config)
     anchors = [
         family.params_for(Schedule.parse(e["schedule"])) for e in prior["schedules"] if family.contains(Schedule.parse(e["schedule"]))
     ]
-    study.sampler = PriorSampler(study.sampler, anchors, prior["strength"], prior["narrow_until"], config.seed)
+    study.sampler = narrowed(study.sampler, anchors, prior["strength"], prior["narrow_until"], config.seed)
 
 
 def keeping_checkpoints(config: StudyConfig) -> StudyConfig:

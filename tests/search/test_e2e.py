@@ -16,6 +16,7 @@ from search.analysis.summary import summarize
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
+from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 
@@ -169,3 +170,18 @@ def test_missing_file_unreachable_storage_and_unknown_study(tmp_path, args, frag
     assert result.returncode == 2, result.stderr
     assert fragment in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert _sha(db) == before
+
+
+def test_four_workers_start_four_distinct_schedules(tmp_path, study_toml):
+    """The first wave of a 4-worker run trains 4 distinct schedules, none served from the cache. Seed 0 is the seed
+    whose unguarded first draws repeat a schedule (search.study.samplers.DistinctSampler)."""
+    toml = study_toml(("baseline_seeds = 2", "baseline_seeds = 1"), ("steps = 60", "steps = 20"), ("eval_every = 20", "eval_every = 10"))
+    url = f"sqlite:///{tmp_path / 'wave.db'}"
+    proc = _cli("run", str(toml), "--storage", url, "--workers", "4", "--n-trials", "5")
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out
+    assert "(= trial" not in out, out  # no proposal was a running or trained schedule
+    trials = optuna.load_study(study_name="tiny", storage=url).trials
+    first_wave = [t.user_attrs["schedule"] for t in trials[:4]]
+    assert len(set(first_wave)) == 4, first_wave
+    assert len(trials) == 5 and all(t.state in FINISHED and "duplicate_of" not in t.user_attrs for t in trials), [t.state for t in trials]
