@@ -238,7 +238,7 @@ class Driver:
             self._db(trial.set_user_attr, ERROR, "surplus: the study reached its target through another driver")
             self._db(self.study.tell, trial, state=TrialState.FAIL)
             if SCHEDULE in attrs:  # it came from the queue: give it back
-                _requeue(self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
+                self._db(_requeue, self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
             return "surplus"
         role, seed = attrs.get(ROLE, ROLE_SEARCH), attrs.get(SEED, self.config.seed)
         schedule = self._db(trial_schedule, trial, self.family)
@@ -332,9 +332,9 @@ class Driver:
         attempt = trial.user_attrs.get(ATTEMPT, 0)
         if held_by is None:
             if requeue:  # not the trial's fault (Ctrl-C, a failed original): run it again, count no failure
-                _requeue(self.study, self.family, trial, attempt=attempt)
+                self._db(_requeue, self.study, self.family, trial, attempt=attempt)
             elif retry and attempt < self.config.resources.max_retries:
-                _requeue(self.study, self.family, trial, attempt=attempt + 1)
+                self._db(_requeue, self.study, self.family, trial, attempt=attempt + 1)
                 reason += f" (retry {attempt + 1}/{self.config.resources.max_retries} queued)"
             else:
                 self.failures += 1
@@ -344,10 +344,10 @@ class Driver:
     # -- duplicates (search.runner.cache): a schedule trains once per seed ---------------------------------------
     def _serve_duplicate(self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, worker) -> bool:
         """Give `trial` a stored result, or park it until the running original ends; False: train it."""
-        original = cache.find_original(self.study, str(schedule), seed, trial.number)
+        original = self._db(cache.find_original, self.study, str(schedule), seed, trial.number)
         if original is None:
             return False
-        trial.set_user_attr(DUPLICATE_ATTR, original.number)
+        self._db(trial.set_user_attr, DUPLICATE_ATTR, original.number)
         self.idle.append(worker)
         job = _InFlight(trial, schedule, role, None)
         if self.progress:
@@ -356,13 +356,13 @@ class Driver:
         return True
 
     def _await_original(self, job: _InFlight, wait: cache.Wait) -> None:
-        original = storage_of(self.study).get_trial(wait.original_id)
+        original = self._db(storage_of(self.study).get_trial, wait.original_id)
         if original.state == TrialState.RUNNING:
             self.in_flight[cache.wait_for(original)] = job
         elif original.state == TrialState.FAIL:
             self._fail(job.trial, f"original trial {original.number} failed", requeue=True)
         else:
-            state = cache.copy_result(self.study, job.trial, original)
+            state = self._db(cache.copy_result, self.study, job.trial, original)  # idempotent until its tell: safe to retry
             self._track(job.trial)
             if self.progress:
                 value = original.values[0] if original.values else None
