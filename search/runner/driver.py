@@ -17,7 +17,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -29,7 +29,7 @@ from optuna.trial import TrialState
 from prism import EvalPoint, Schedule, TrainResult
 from search.analysis.budget import Budget, budget, exhausted
 from search.analysis.constraints import apply_constraint
-from search.attrs import ATTEMPT, DUPLICATE_ATTR, ERROR, PRUNED_AT_TOKENS, ROLE, ROLE_SEARCH, SCHEDULE, SEED, WORKER
+from search.attrs import ATTEMPT, DUPLICATE_ATTR, ERROR, PRUNED_AT_TOKENS, ROLE, ROLE_RACE, ROLE_SEARCH, SCHEDULE, SEED, WORKER
 from search.config import StudyConfig, family_for
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
@@ -131,6 +131,13 @@ class Stopping(Protocol):
     def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool: ...
 
 
+class Racing(Protocol):
+    """Decides between trials which schedules to run again on which paired seeds; the study picks it
+    (search.study.racing)."""
+
+    def next_runs(self, trials: Sequence[optuna.trial.FrozenTrial]) -> list[tuple[str, int]]: ...
+
+
 class Driver:
     def __init__(
         self,
@@ -140,11 +147,12 @@ class Driver:
         progress: Progress | None = None,
         *,
         stopping: Stopping,
+        racing: Racing | None = None,
         session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
     ):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
-        self.stopping = stopping
+        self.stopping, self.racing = stopping, racing
         self.progress = progress
         self.trackers = make_trackers(config.tracking)  # Optuna-style callbacks, told each finished trial
         self.failures = 0
@@ -221,6 +229,15 @@ class Driver:
         """True when trials numbered before this one already fill the target (another driver got there first)."""
         ahead = budget((t for t in self._db(self.study.get_trials, deepcopy=False) if t.number < trial.number), self.config.seed)
         return ahead.trained + ahead.running >= target
+
+    def _race(self, target: int) -> None:
+        """Queue the race runs racing asks for (role race, the seed they run), as many as the target has room for:
+        queued trials are asked before the sampler, so they run first."""
+        assert self.racing is not None
+        trials = self._db(self.study.get_trials, deepcopy=False)
+        b = budget(trials, self.config.seed)
+        for schedule, seed in self.racing.next_runs(trials)[: max(0, target - b.trained - b.running - b.waiting)]:
+            self._db(enqueue, self.study, self.family, Schedule.parse(schedule), role=ROLE_RACE, seed=seed)
 
     def _ask(self) -> optuna.Trial:
         """A new trial, known to this driver before Ctrl-C or SIGTERM can act: one that landed inside `ask` (after the
@@ -392,6 +409,8 @@ class Driver:
                 if not self.idle and self.in_flight:  # nothing to dispatch: skip the count (a full read of the study)
                     self._wait_and_handle()
                     continue
+                if self.racing:
+                    self._race(target)
                 b = self._budget()
                 running, streak = b.running, b.streak
                 while (

@@ -37,6 +37,7 @@ from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
+from search.study.racing import Racing
 from search.study.samplers import narrowed, reachable_target
 
 
@@ -113,7 +114,8 @@ def _drive(
     try:
         with sigterm_as_ctrl_c():
             _seed_with_prior(study, config, prior, fingerprint, progress)
-            driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
+            racing = Racing(config) if config.search.racing else None
+            driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config), racing=racing)
             # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
             driver.run(reachable_target(study, config.n_trials + done.confirmation), workers)
     finally:
