@@ -36,11 +36,13 @@ MIN_SEEDS = 3  # the incumbent's: fewer paired seeds measure no noise (search.an
 
 @dataclass(frozen=True)
 class Run:
-    """One training run of a schedule at a seed: its final val loss, or None while it is queued or running."""
+    """One training run of a schedule at a seed: its final val loss, or None while it is queued or running, or
+    when it failed (`failed`: not queued again; a failure that is retried has its retry queued)."""
 
     schedule: str
     seed: int
     value: float | None
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,15 @@ def decide(runs: Iterable[Run], uniform: str, seeds: Sequence[int], margin: floa
     """The race's state from `runs` (any roles; repeats of one schedule and seed count once), against `uniform`,
     on the race seeds `seeds` (seeds[0]: the search seed; len: max_seeds)."""
     values: dict[str, dict[int, float]] = {}
-    present: set[tuple[str, int]] = set()  # finished or on its way: never queued again
+    present: set[tuple[str, int]] = set()  # finished, on its way or failed: never queued again
+    failed: set[tuple[str, int]] = set()
+    pending: set[tuple[str, int]] = set()
     for run in runs:
         present.add((run.schedule, run.seed))
+        if run.failed:
+            failed.add((run.schedule, run.seed))
+        elif run.value is None:
+            pending.add((run.schedule, run.seed))
         if run.value is not None and run.seed in seeds:
             values.setdefault(run.schedule, {}).setdefault(run.seed, run.value)
 
@@ -95,6 +103,10 @@ def decide(runs: Iterable[Run], uniform: str, seeds: Sequence[int], margin: floa
         if challenger in (uniform, incumbent) or seeds[0] not in mine:
             continue
         n = sum(seed in mine for seed in seeds)
+        lost = [s for s in seeds if (challenger, s) in failed - pending and s not in mine]
+        if lost:
+            standing[challenger] = f"stopped at {n} seeds: its run at seed {lost[0]} failed"
+            continue
         waiting = any((challenger, s) in present and s not in mine for s in seeds) or any(
             s not in values.get(other, {}) and (other, s) in present for other in (uniform, incumbent) for s in seeds if s in mine
         )
@@ -132,15 +144,15 @@ def race_seeds(config: StudyConfig) -> list[int]:
 
 def runs_of(trials: Iterable[FrozenTrial]) -> list[Run]:
     """The stored runs a race reads: complete ones with their val loss (the first objective), queued and running
-    ones without. Pruned runs have no final value and failed ones none at all: neither counts."""
+    ones without, failed ones as failed. Pruned runs have no final value: they do not count."""
     out = []
     for t in trials:
         if SCHEDULE not in t.user_attrs or SEED not in t.user_attrs:
             continue
         if t.state == TrialState.COMPLETE and t.values:
             out.append(Run(t.user_attrs[SCHEDULE], t.user_attrs[SEED], t.values[0]))
-        elif t.state in (TrialState.RUNNING, TrialState.WAITING):
-            out.append(Run(t.user_attrs[SCHEDULE], t.user_attrs[SEED], None))
+        elif t.state in (TrialState.RUNNING, TrialState.WAITING, TrialState.FAIL):
+            out.append(Run(t.user_attrs[SCHEDULE], t.user_attrs[SEED], None, failed=t.state == TrialState.FAIL))
     return out
 
 

@@ -89,3 +89,11 @@ def test_runs_at_seeds_outside_the_race_are_ignored():
 def test_the_first_seed_waits_for_the_incumbent():
     race = _decide({U: {0: None, 1: 3.0}, "a": {0: 3.0}})
     assert race.queue == [] and "under way" in race.standing["a"]
+
+
+def test_a_run_that_failed_for_good_is_not_queued_again_and_stops_its_challenger():
+    runs = _runs({U: {0: 3.0, 1: 3.0, 2: 3.0}, "a": {0: 2.99}}) + [Run("a", 1, None, failed=True)]
+    race = decide(runs, U, SEEDS, MARGIN)
+    assert race.queue == [] and "failed" in race.standing["a"]
+    retried = [*runs, Run("a", 1, None)]  # a failure that is retried: its retry is queued, the race waits for it
+    assert "under way" in decide(retried, U, SEEDS, MARGIN).standing["a"]
