@@ -157,6 +157,8 @@ class SearchSection(_Section):
         gt=0,
         description="val-loss gap to uniform (nats) too small to matter: the verdicts' equivalence margin (docs/results.md)",
     )
+    racing: bool = Field(False, description="run schedules within the margin of the incumbent again on more paired seeds")
+    max_seeds: int = Field(8, ge=3, description="racing: the most seeds a schedule runs on (1, 2, 4, ... up to this)")
 
     @field_validator("objectives")
     @classmethod

@@ -17,7 +17,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, assert_never
 
@@ -36,6 +36,7 @@ from search.attrs import (
     PRUNED_AT_TOKENS,
     RETRY_OF,
     ROLE,
+    ROLE_RACE,
     ROLE_SEARCH,
     SCHEDULE,
     SEED,
@@ -143,6 +144,13 @@ class Stopping(Protocol):
     def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool: ...
 
 
+class Racing(Protocol):
+    """Decides between trials which schedules to run again on which paired seeds; the study picks it
+    (search.study.racing)."""
+
+    def next_runs(self, trials: Sequence[optuna.trial.FrozenTrial]) -> list[tuple[str, int]]: ...
+
+
 class Driver:
     def __init__(
         self,
@@ -152,11 +160,12 @@ class Driver:
         progress: Progress | None = None,
         *,
         stopping: Stopping,
+        racing: Racing | None = None,
         session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
     ):
         self.study, self.config, self.fingerprint = study, config, fingerprint
         self.family = family_for(config)
-        self.stopping = stopping
+        self.stopping, self.racing = stopping, racing
         self.progress = progress
         self.trackers = make_trackers(config.tracking)  # Optuna-style callbacks, told each finished trial
         self.failures = 0
@@ -234,6 +243,15 @@ class Driver:
         ahead = budget((t for t in self._db(self.study.get_trials, deepcopy=False) if t.number < trial.number), self.config.seed)
         return ahead.trained + ahead.running >= target
 
+    def _race(self, target: int) -> None:
+        """Queue the race runs racing asks for (role race, the seed they run), as many as the target has room for:
+        queued trials are asked before the sampler, so they run first."""
+        assert self.racing is not None
+        trials = self._db(self.study.get_trials, deepcopy=False)
+        b = budget(trials, self.config.seed)
+        for schedule, seed in self.racing.next_runs(trials)[: max(0, target - b.trained - b.running - b.waiting)]:
+            self._db(enqueue, self.study, self.family, Schedule.parse(schedule), role=ROLE_RACE, seed=seed)
+
     def _ask(self) -> optuna.Trial:
         """A new trial, known to this driver before Ctrl-C or SIGTERM can act: one that landed inside `ask` (after the
         database made the trial RUNNING) left a trial the interrupt handler could not find, RUNNING until stale."""
@@ -250,7 +268,7 @@ class Driver:
             self._db(trial.set_user_attr, ERROR, "surplus: the study reached its target through another driver")
             self._db(self.study.tell, trial, state=TrialState.FAIL)
             if SCHEDULE in attrs:  # it came from the queue: give it back
-                _requeue(self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
+                self._db(_requeue, self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
             return "surplus"
         role, seed = attrs.get(ROLE, ROLE_SEARCH), attrs.get(SEED, self.config.seed)
         schedule = self._db(trial_schedule, trial, self.family)
@@ -345,9 +363,9 @@ class Driver:
         attempt = trial.user_attrs.get(ATTEMPT, 0)
         if held_by is None:
             if requeue:  # not the trial's fault (Ctrl-C, a failed original): run it again, count no failure
-                _requeue(self.study, self.family, trial, attempt=attempt)
+                self._db(_requeue, self.study, self.family, trial, attempt=attempt)
             elif retry and attempt < self.config.resources.max_retries:
-                _requeue(self.study, self.family, trial, attempt=attempt + 1)
+                self._db(_requeue, self.study, self.family, trial, attempt=attempt + 1)
                 reason += f" (retry {attempt + 1}/{self.config.resources.max_retries} queued)"
             else:
                 self.failures += 1
@@ -357,10 +375,10 @@ class Driver:
     # -- duplicates (search.runner.cache): a schedule trains once per seed ---------------------------------------
     def _serve_duplicate(self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, worker) -> bool:
         """Give `trial` a stored result, or park it until the running original ends; False: train it."""
-        original = cache.find_original(self.study, str(schedule), seed, trial.number)
+        original = self._db(cache.find_original, self.study, str(schedule), seed, trial.number)
         if original is None:
             return False
-        trial.set_user_attr(DUPLICATE_ATTR, original.number)
+        self._db(trial.set_user_attr, DUPLICATE_ATTR, original.number)
         self.idle.append(worker)
         job = _InFlight(trial, schedule, role, None)
         if self.progress:
@@ -369,13 +387,13 @@ class Driver:
         return True
 
     def _await_original(self, job: _InFlight, wait: cache.Wait) -> None:
-        original = storage_of(self.study).get_trial(wait.original_id)
+        original = self._db(storage_of(self.study).get_trial, wait.original_id)
         if original.state == TrialState.RUNNING:
             self.in_flight[cache.wait_for(original)] = job
         elif original.state == TrialState.FAIL:
             self._fail(job.trial, f"original trial {original.number} failed", requeue=True)
         else:
-            state = cache.copy_result(self.study, job.trial, original)
+            state = self._db(cache.copy_result, self.study, job.trial, original)  # idempotent until its tell: safe to retry
             self._track(job.trial)
             if self.progress:
                 value = original.values[0] if original.values else None
@@ -405,6 +423,8 @@ class Driver:
                 if not self.idle and self.in_flight:  # nothing to dispatch: skip the count (a full read of the study)
                     self._wait_and_handle()
                     continue
+                if self.racing:
+                    self._race(target)
                 b = self._budget()
                 running, streak = b.running, b.streak
                 while (

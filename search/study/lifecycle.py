@@ -37,7 +37,8 @@ from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
-from search.study.samplers import PriorSampler, reachable_target
+from search.study.racing import Racing
+from search.study.samplers import narrowed, reachable_target
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,8 @@ def _drive(
     try:
         with sigterm_as_ctrl_c():
             _seed_with_prior(study, config, prior, fingerprint, progress)
-            driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
+            racing = Racing(config) if config.search.racing else None
+            driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config), racing=racing)
             # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
             driver.run(reachable_target(study, config.n_trials + done.confirmation), workers)
     finally:
@@ -237,15 +239,15 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
 
 
 def narrow_sampler(study: optuna.Study, config: StudyConfig) -> None:
-    """Wrap the study's sampler in a PriorSampler when the study was seeded with a prior (a no-op otherwise)."""
-    if not is_seeded(study) or isinstance(study.sampler, PriorSampler):
+    """Narrow the study's sampler with its prior (search.study.samplers.narrowed) when the study was seeded with one."""
+    if not is_seeded(study):
         return
     prior = json.loads(study.user_attrs[ATTR_PRIOR])
     family = family_for(config)
     anchors = [
         family.params_for(Schedule.parse(e["schedule"])) for e in prior["schedules"] if family.contains(Schedule.parse(e["schedule"]))
     ]
-    study.sampler = PriorSampler(study.sampler, anchors, prior["strength"], prior["narrow_until"], config.seed)
+    study.sampler = narrowed(study.sampler, anchors, prior["strength"], prior["narrow_until"], config.seed)
 
 
 def keeping_checkpoints(config: StudyConfig) -> StudyConfig:

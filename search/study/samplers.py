@@ -6,6 +6,10 @@ deterministic order, by giving every sampled trial the next unclaimed index (sto
 resumed runs and several drivers continue the walk). Enqueued trials (baseline, references, retries) keep their
 fixed params; their schedules reappear in the walk and are then served by the duplicate cache.
 
+`DistinctSampler` wraps every other sampler: it draws a whole proposal at once and draws again while it decodes to a
+schedule the study trains, trained or queued at the search seed; concurrent workers then get distinct schedules
+while the space has untried ones (the duplicate cache serves a taken schedule only once the space runs short).
+
 `PriorSampler` narrows a prior-seeded study's first `search.n_startup_trials` proposals: each parameter, with
 probability prior_strength, is taken from a prior schedule's encoding (trials cycle through the priors) and
 moved by at most one step; otherwise the study's own sampler draws it. After that the study's sampler runs
@@ -15,13 +19,14 @@ unchanged, learning from every trial, prior or not.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
-from search.attrs import GRID_INDEX
+from prism import Schedule
+from search.attrs import GRID_INDEX, SCHEDULE, SEED
 from search.config import StudyConfig, family_for
 from search.errors import GridExhausted
 from search.families import ScheduleFamily
@@ -60,17 +65,100 @@ class ScheduleGridSampler(optuna.samplers.BaseSampler):
 
 def make_sampler(config: StudyConfig) -> optuna.samplers.BaseSampler:
     s = config.search
+    family = family_for(config)
     match s.sampler:
         case "random":
-            return optuna.samplers.RandomSampler(seed=config.seed)
+            base: optuna.samplers.BaseSampler = optuna.samplers.RandomSampler(seed=config.seed)
         case "gp":
-            return optuna.samplers.GPSampler(seed=config.seed, n_startup_trials=s.n_startup_trials)
+            base = optuna.samplers.GPSampler(seed=config.seed, n_startup_trials=s.n_startup_trials)
         case "nsga2":
-            return optuna.samplers.NSGAIISampler(seed=config.seed, population_size=s.population_size)
+            base = optuna.samplers.NSGAIISampler(seed=config.seed, population_size=s.population_size)
         case "grid":
-            return ScheduleGridSampler(family_for(config))
+            return ScheduleGridSampler(family)  # hands out each member once by itself
         case _:
-            return optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=s.n_startup_trials)
+            base = optuna.samplers.TPESampler(seed=config.seed, n_startup_trials=s.n_startup_trials)
+    return DistinctSampler(base, family, config.seed)
+
+
+def taken_schedules(study: optuna.Study, seed: int) -> set[str]:
+    """Schedules trained, training or queued at `seed`: proposing one again buys no new training run."""
+    live = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
+    trials = study.get_trials(deepcopy=False, states=live)
+    return {t.user_attrs[SCHEDULE] for t in trials if SCHEDULE in t.user_attrs and t.user_attrs.get(SEED) == seed}
+
+
+class _Wrapper(optuna.samplers.BaseSampler):
+    """A sampler around `base`: every call goes to `base` unless the subclass changes it."""
+
+    base: optuna.samplers.BaseSampler
+
+    def infer_relative_search_space(self, study, trial) -> dict[str, BaseDistribution]:
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space) -> dict[str, Any]:
+        return self.base.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name: str, param_distribution: BaseDistribution) -> Any:
+        return self.base.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
+class DistinctSampler(_Wrapper):
+    """`base`'s proposals, never a taken schedule (`taken_schedules` at the search seed) while the space has others.
+
+    Why it is needed: the encodings map several parameter vectors to one schedule (ramp's sorted switches: 25
+    vectors for 15 schedules in the quickstart space), independent draws collide by chance (RandomSampler and TPE's
+    startup at seed 0 draw switches (2, 3), (3, 2), (2, 3): one schedule three times), and TPE's constant liar only
+    makes a running trial's region less likely, never excluded. So W concurrent asks got the same schedule, and the
+    duplicate cache served the copies instead of training W schedules.
+
+    The proposal is drawn whole in `sample_relative` (the family's parameters as the relative search space, each
+    one from `base`'s relative or independent draw), decoded, and drawn again up to REDRAWS times while it is
+    taken; then the untried schedule nearest the last draw (in parameters: a prior's narrowing or TPE's pull stays
+    near; ties broken at random, seeded by the trial number). Only when none is left is a taken one returned, and
+    the duplicate cache serves it.
+    """
+
+    REDRAWS = 8
+
+    def __init__(self, base: optuna.samplers.BaseSampler, family: ScheduleFamily, seed: int):
+        self.base, self.family, self.seed = base, family, seed
+        probe = FixedTrial(family.params_for(next(family.enumerate())))
+        family.suggest(cast(optuna.Trial, probe))  # FixedTrial answers suggest_* as a Trial does, and records them
+        self.space: dict[str, BaseDistribution] = dict(probe.distributions)  # what `suggest` draws, by name
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return self.space
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        taken = taken_schedules(study, self.seed)
+        for _ in range(self.REDRAWS):
+            params = self._draw(study, trial)
+            if str(self.decode(params)) not in taken:
+                return params
+        untried = [self.family.params_for(s) for s in self.family.enumerate() if str(s) not in taken]
+        if not untried:
+            return params  # the space runs short: the duplicate cache serves it
+        rng = random.Random(f"{self.seed}:{trial.number}")
+        return min(untried, key=lambda u: (sum(abs(u[k] - params[k]) for k in u), rng.random()))
+
+    def _draw(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        relative = self.base.sample_relative(study, trial, self.base.infer_relative_search_space(study, trial))
+        return {
+            name: relative[name] if name in relative else self.base.sample_independent(study, trial, name, dist)
+            for name, dist in self.space.items()
+        }
+
+    def decode(self, params: dict[str, Any]) -> Schedule:
+        return self.family.suggest(cast(optuna.Trial, FixedTrial(params)))
 
 
 def reachable_target(study: optuna.Study, target: int) -> int:
@@ -82,7 +170,7 @@ def reachable_target(study: optuna.Study, target: int) -> int:
     return min(target, live + len(study.sampler.schedules) - len(study.sampler.claimed(study)))
 
 
-class PriorSampler(optuna.samplers.BaseSampler):
+class PriorSampler(_Wrapper):
     """The study's sampler, except that trials numbered below `narrow_until` are drawn near prior schedules."""
 
     def __init__(self, base: optuna.samplers.BaseSampler, anchors: list[dict[str, Any]], strength: float, narrow_until: int, seed: int = 0):
@@ -105,14 +193,15 @@ class PriorSampler(optuna.samplers.BaseSampler):
                 return _near(anchor[param_name], param_distribution, rng)
         return self.base.sample_independent(study, trial, param_name, param_distribution)
 
-    def before_trial(self, study, trial) -> None:
-        self.base.before_trial(study, trial)
 
-    def after_trial(self, study, trial, state, values) -> None:
-        self.base.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.base.reseed_rng()
+def narrowed(
+    sampler: optuna.samplers.BaseSampler, anchors: list[dict[str, Any]], strength: float, narrow_until: int, seed: int
+) -> optuna.samplers.BaseSampler:
+    """`sampler` with its early draws narrowed by a prior (once). Distinctness stays outermost, so a narrowed draw
+    that is taken is drawn again."""
+    if isinstance(sampler, DistinctSampler):
+        return DistinctSampler(narrowed(sampler.base, anchors, strength, narrow_until, seed), sampler.family, sampler.seed)
+    return sampler if isinstance(sampler, PriorSampler) else PriorSampler(sampler, anchors, strength, narrow_until, seed)
 
 
 def _near(value: Any, dist: BaseDistribution, rng: random.Random) -> Any:

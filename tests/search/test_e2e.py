@@ -16,6 +16,7 @@ from search.analysis.summary import summarize
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.storage import open_storage
+from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 
@@ -169,3 +170,56 @@ def test_missing_file_unreachable_storage_and_unknown_study(tmp_path, args, frag
     assert result.returncode == 2, result.stderr
     assert fragment in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert _sha(db) == before
+
+
+def test_four_workers_start_four_distinct_schedules(tmp_path, study_toml):
+    """The first wave of a 4-worker run trains 4 distinct schedules, none served from the cache. Seed 0 is the seed
+    whose unguarded first draws repeat a schedule (search.study.samplers.DistinctSampler)."""
+    toml = study_toml(("baseline_seeds = 2", "baseline_seeds = 1"), ("steps = 60", "steps = 20"), ("eval_every = 20", "eval_every = 10"))
+    url = f"sqlite:///{tmp_path / 'wave.db'}"
+    proc = _cli("run", str(toml), "--storage", url, "--workers", "4", "--n-trials", "5")
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0, out
+    assert "(= trial" not in out, out  # no proposal was a running or trained schedule
+    trials = optuna.load_study(study_name="tiny", storage=url).trials
+    first_wave = [t.user_attrs["schedule"] for t in trials[:4]]
+    assert len(set(first_wave)) == 4, first_wave
+    assert len(trials) == 5 and all(t.state in FINISHED and "duplicate_of" not in t.user_attrs for t in trials), [t.state for t in trials]
+
+
+def test_racing_study_is_interrupted_resumes_and_ends_with_every_race_run_stored(tmp_path, study_toml):
+    """Racing on tiny's 10-schedule space, max 3 seeds, a margin wide enough that challengers are raced: Ctrl-C
+    (a real SIGINT) once race runs are under way, then `resume` to the end. Every race run is an ordinary stored
+    trial with role race and its seed, read back with the stock library."""
+    toml = study_toml(
+        ("n_trials = 5", "n_trials = 9"),
+        ('pruner = "successive-halving"', 'pruner = "none"\nracing = true\nmax_seeds = 3\nmargin = 0.2'),
+        ("steps = 60", "steps = 20"),
+        ("eval_every = 20", "eval_every = 10"),
+    )
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    proc = _cli("run", str(toml), "--storage", url)
+    lines = []
+    for line in proc.stdout:  # interrupt once a race run has started
+        lines.append(line)
+        if "(race)" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, out
+    proc = _cli("resume", "tiny", "--storage", url)
+    out = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, out
+
+    study = optuna.load_study(study_name="tiny", storage=url)
+    trials = study.get_trials()
+    assert budget(trials, search_seed=0).trained == 9
+    assert not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    race = [t for t in trials if t.user_attrs.get("role") == "race"]
+    assert race, [t.user_attrs.get("role") for t in trials]
+    assert all(t.user_attrs["seed"] in (1, 2) and Schedule.parse(t.user_attrs["schedule"]) for t in race)
+    assert any(t.state == TrialState.FAIL and "interrupted" in t.user_attrs["error"] for t in trials)  # the kill landed
+    finished = {(t.user_attrs["schedule"], t.user_attrs["seed"]) for t in trials if t.state in FINISHED}
+    assert {(t.user_attrs["schedule"], t.user_attrs["seed"]) for t in race} <= finished  # interrupted ones ran again
+    first_seed = {t.user_attrs["schedule"] for t in trials if t.state in FINISHED and t.user_attrs["seed"] == 0}
+    assert {t.user_attrs["schedule"] for t in race} <= first_seed  # raced: schedules that ran at the search seed

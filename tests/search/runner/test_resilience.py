@@ -330,6 +330,10 @@ class _TcpProxy:
                     pass
 
     def cut(self):
+        try:  # a listener closed while accept() blocks on it keeps listening; shut down, it stops
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()
         for s in self.sockets:
             try:
@@ -351,11 +355,27 @@ class _CutAt(Progress):
     def evaluated(self, number, point):
         super().evaluated(number, point)
         if not self.done and self.when(point):
-            self.done = True
-            self.proxy.cut()
-            self.on_cut()
-            if self.outage_s is not None:
-                threading.Timer(self.outage_s, self.proxy.restore).start()
+            self.cut()
+
+    def cut(self):
+        self.done = True
+        self.proxy.cut()
+        self.on_cut()
+        if self.outage_s is not None:
+            threading.Timer(self.outage_s, self.proxy.restore).start()
+
+
+class _CutWhenServed(_CutAt):
+    """Cuts the database as the driver hands a trial to the duplicate cache, its original still training: the
+    lookups and writes of duplicate serving then meet the outage."""
+
+    def __init__(self, proxy, outage_s):
+        super().__init__(proxy, when=lambda point: False, outage_s=outage_s)
+
+    def started_trial(self, number, schedule, role):
+        super().started_trial(number, schedule, role)
+        if not self.done and "(= trial" in schedule:
+            self.cut()
 
 
 def _outage_study(ray_local, tiny_config, url, n_trials):
@@ -373,6 +393,23 @@ def test_short_database_outage_is_ridden_out(ray_local, tiny_config):
         Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(3, n_workers=1)
         assert progress.done
         _assert_complete(url, 3)
+        proxy.cut()
+
+
+def test_outage_while_serving_a_duplicate_is_ridden_out(ray_local, tiny_config):
+    """The reference 1x3 is the running baseline's schedule at its seed: it waits for the baseline, and the database
+    goes away for 3 s as it does. Every call of duplicate serving retries, and the copy gets the baseline's result."""
+    proxy = _TcpProxy()
+    with fresh_database(f"127.0.0.1:{proxy.port}") as url:
+        config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["1x3"]})})
+        config, fingerprint, study = _outage_study(ray_local, config, url, 2)
+        progress = _CutWhenServed(proxy, outage_s=3.0)
+        Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(2, n_workers=2)
+        assert progress.done
+        study = _assert_complete(url, 2)
+        baseline, reference = study.trials[0], study.trials[1]
+        assert (baseline.user_attrs["role"], reference.user_attrs["role"]) == ("baseline", "reference")
+        assert reference.user_attrs[DUPLICATE_ATTR] == 0 and reference.values == baseline.values
         proxy.cut()
 
 

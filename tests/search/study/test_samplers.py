@@ -3,6 +3,7 @@
 import optuna
 import pytest
 
+from prism import Schedule
 from search.attrs import GRID_INDEX
 from search.config import StudyConfig, family_for
 from search.study.samplers import GridExhausted, ScheduleGridSampler, make_sampler
@@ -65,3 +66,36 @@ def test_grid_skips_enqueued_trials_and_continues_where_it_stopped(tiny_config, 
     study.tell(second, 1.0)
     resumed = optuna.load_study(study_name="g", storage=storage, sampler=ScheduleGridSampler(family))
     assert str(family.suggest(resumed.ask())) == str(list(family.enumerate())[1])
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "gp", "nsga2", "random"])
+def test_concurrent_proposals_are_distinct_until_the_space_runs_short(tiny_config, sampler):
+    """Trials asked while the earlier ones still run (attrs set as the driver sets them) never repeat a schedule
+    before every member is taken; seed 0 is the seed whose first random draws decode to one schedule three times."""
+    config = _config(tiny_config, sampler)
+    family = family_for(config)
+    study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config))
+    proposed = []
+    for _ in range(family.size() + 1):
+        trial = study.ask()
+        schedule = str(family.suggest(trial))
+        trial.set_user_attr("schedule", schedule)
+        trial.set_user_attr("seed", config.seed)
+        proposed.append(schedule)
+    assert sorted(proposed[:-1]) == sorted(str(s) for s in family.enumerate())  # every member once
+    assert proposed[-1] in proposed[:-1]  # then the space is short: a taken one, for the duplicate cache
+
+
+def test_only_schedules_taken_at_the_search_seed_are_avoided(tiny_config):
+    config = _config(tiny_config, "random")
+    family = family_for(config)
+    members = [str(s) for s in family.enumerate()]
+    study = optuna.create_study(sampler=make_sampler(config))
+    # every member running at another seed (a baseline's or a race's), all but the last at the search seed
+    for seed, schedules in ((config.seed + 1, members), (config.seed, members[:-1])):
+        for schedule in schedules:
+            study.enqueue_trial(family.params_for(Schedule.parse(schedule)), user_attrs={"schedule": schedule, "seed": seed})
+            family.suggest(study.ask())
+    trial = study.ask()
+    assert "schedule" not in trial.user_attrs  # sampled, not queued
+    assert str(family.suggest(trial)) == members[-1]

@@ -52,7 +52,7 @@ def test_narrowing_draws_early_proposals_near_the_priors(tiny_config, strength):
     study = _study(config)
     seed_study(study, config, prior)
     narrow_sampler(study, config)
-    assert isinstance(study.sampler, PriorSampler)
+    assert isinstance(study.sampler.base, PriorSampler)  # inside the distinct proposals (search.study.samplers)
     anchor = family.params_for(Schedule.parse(prior["schedules"][0]["schedule"]))
     offsets = []
     for _ in range(40):
