@@ -62,7 +62,7 @@ def resolve(config_path: str | None, schedule: str, overrides: dict) -> tuple[St
     if schedule == "uniform":
         return config, config.baseline
     try:
-        parsed = Schedule.parse(schedule)
+        parsed = Schedule.parse(schedule, config.model.n_layer)
         validate(parsed, config.model_config_)
     except ScheduleError as e:
         model = f"{config_path}'s model" if config_path else "the built-in default model"

@@ -64,6 +64,20 @@ def run_case(case: Case, folder: Path, monkeypatch, capsys) -> None:
 NUMBERS_AND_PATHS = [
     Case("seed-negative", ("run", "T"), ("seed",), edit=(("seed = 0", "seed = -1"),)),
     Case("schedule-overflow", ("train", "1x99999999999999999999", "--config", "T"), ("1x99999999999999999999", "n_layer")),
+    Case("schedule-billion-layers", ("train", "1x1000000000", "--config", "T"), ("1x1000000000", "n_layer=3")),
+    Case("schedule-billion-no-config", ("train", "1x1000000000"), ("1x1000000000", "n_layer=6")),
+    Case(
+        "reference-billion-layers",
+        ("run", "T"),
+        ("space.references", "n_layer=3"),
+        edit=(("baseline_seeds = 2", 'baseline_seeds = 2\n\n[space]\nreferences = ["1x1000000000"]'),),
+    ),
+    Case(
+        "reference-named-billion-layers",
+        ("run", "T"),
+        ("space.references", "n_layer=3"),
+        edit=(("baseline_seeds = 2", 'baseline_seeds = 2\n\n[space]\nreferences = ["w=1x99999999999999999999"]'),),
+    ),
 ]
 
 
