@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from search.attrs import ATTR_CONFIG
-from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
+from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config
 from search.storage import open_storage
 from search.urls import mask_url
 
@@ -119,14 +119,18 @@ def _print_confirmation(rows: list[dict], title: str) -> None:
 
 
 def _with_overrides(config: StudyConfig, storage, n_trials, workers, track=None) -> StudyConfig:
-    update: dict = {"tracking": config.tracking.with_flags(track)} if track else {}
+    """The flags on top of the config, checked by the same bounds as the file (`--n-trials`: n_trials, `--workers`:
+    resources.workers); the corpus was checked when the config was read."""
+    data = config.model_dump()
+    if track:
+        data["tracking"] = config.tracking.with_flags(track).model_dump()
     if storage:
-        update["storage"] = storage
+        data["storage"] = storage
     if n_trials:
-        update["n_trials"] = n_trials
+        data["n_trials"] = n_trials
     if workers:
-        update["resources"] = config.resources.model_copy(update={"workers": workers})
-    return config.model_copy(update=update)
+        data["resources"]["workers"] = workers
+    return parse_config(data, "command line", stored=True)
 
 
 @app.command()
@@ -237,7 +241,7 @@ def _stored(name: str, storage: str | None):
 def confirm(
     name: str = typer.Argument(..., help="study name"),
     top: int = typer.Option(5, "--top", min=1, help="how many of the best distinct schedules to re-train"),
-    seeds: int = typer.Option(3, "--seeds", min=2, help="fresh seeds per schedule (the baseline gets the same ones)"),
+    seeds: int = typer.Option(3, "--seeds", min=2, max=MAX_SEEDS, help="fresh seeds per schedule (the baseline gets the same ones)"),
     storage: str | None = StorageOpt,
     workers: int | None = WorkersOpt,
     address: str | None = AddressOpt,

@@ -46,6 +46,17 @@ def check_url(url: str) -> None:
         ) from None
 
 
+def check_lasting(url: str) -> None:
+    """A study's storage must outlive the command: an in-memory SQLite database (`sqlite://`) would train every
+    trial and then throw the results away."""
+    check_url(url)
+    if url.startswith("sqlite") and _sqlite_file(url) is None:
+        raise StorageError(
+            f"storage {mask_url(url)!r} is an in-memory database, gone when the command ends (fix: name a file, e.g. "
+            "--storage sqlite:///prism_search.db)"
+        )
+
+
 def _check_reachable(url: str) -> None:
     check_url(url)
     if url.startswith("sqlite:///"):
