@@ -7,6 +7,7 @@ without touching stored data.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import NoReturn
 
@@ -17,6 +18,7 @@ from rich.text import Text
 
 from search.attrs import ATTR_CONFIG
 from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config
+from search.outputs import check_output, write_output
 from search.storage import open_storage
 from search.urls import mask_url
 
@@ -285,7 +287,13 @@ def export(
 
     if fmt not in ("csv", "json"):
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")
-    print(render(_stored(name, storage), fmt), end="")
+    text = render(_stored(name, storage), fmt)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:  # `export > /dev/full`, a closed pipe: said once, and not again when Python exits
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (stands in for the broken stdout until exit)
+        raise PrismSearchError(f"export: cannot write to standard output ({e.strerror}) (fix: redirect it to a writable place)") from None
 
 
 @app.command()
@@ -388,9 +396,8 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
-    from search.preflight import check_output_file
 
-    check_output_file(output, "-o")
+    check_output(output, "-o", ".html")
     path = write_report(storage or DEFAULT_STORAGE, name, output)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
 
@@ -407,10 +414,13 @@ def audit(
 
     from search.study.commands import audit_model, load_source, write_report
 
+    page = html or Path(output).with_suffix(".html")
+    check_output(output, "-o", ".json")
+    check_output(page, "--html", ".html")
     model, kind = load_source(source, storage or DEFAULT_STORAGE)
     profile = audit_model(model, source=source) | {"kind": kind}
-    Path(output).write_text(json.dumps(profile, indent=1))
-    report = write_report(profile, html or Path(output).with_suffix(".html"))
+    write_output(output, json.dumps(profile, indent=1), "-o", ".json")
+    report = write_report(profile, page, "--html")
     table = Table(title=f"transition zones of {source} ({profile['schedule']})")
     for col in ("depth", "from layer", "span", "strength"):
         table.add_column(col)
@@ -428,13 +438,13 @@ def prior(
     top: int = typer.Option(4, "--top", min=1, help="how many schedules to rank"),
 ) -> None:
     """Map a geometry profile to a ranked list of schedules in the study's family."""
-    from pathlib import Path
 
     from search.study.commands import LATE_DEFAULT, ONSET_DEFAULT, make_prior, read_profile
 
     config = load_config(study_file)
+    check_output(output, "-o", ".json")
     result = make_prior(read_profile(profile_file), config, top)
-    Path(output).write_text(json.dumps(result, indent=1))
+    write_output(output, json.dumps(result, indent=1), "-o", ".json")
     onset = result["onset"]
     table = Table(
         title=f"prior for {config.name} ({config.space.family} family, baseline {result['baseline']}); integration onset "

@@ -77,12 +77,6 @@ def check_folder(path: str, field: str) -> None:
         raise ConfigError(f"{field} {path!r}: folder {str(existing)!r} is not writable (fix: point {field} at a writable folder)")
 
 
-def check_output_file(path: str, flag: str) -> None:
-    """An output file's path must not name a folder (writing would fail only after the work is done)."""
-    if Path(path).is_dir():
-        raise ConfigError(f"{flag} {path!r} is a folder (fix: name a file, e.g. {str(Path(path) / 'report.html')!r})")
-
-
 def check_cpus(workers: int, cpus_per_trial: int) -> None:
     """A local Ray is started with workers x cpus_per_trial logical CPUs, so nothing stops 200 workers on 2 cores
     from starting 200 torch processes at once; and a trial asking for more CPUs than the machine has would wait for

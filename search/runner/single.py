@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -89,6 +90,10 @@ def train_single(
     preflight(config, device=device)
     if save:
         check_folder(save, "--save")
+        if Path(save).is_dir() and any(Path(save).iterdir()):
+            raise ConfigError(
+                f"--save {save!r} already holds files (a study's checkpoint?); refusing to replace them (fix: name a new folder)"
+            )
     fingerprint = corpus_fingerprint(config)  # checks the vocab too
     with tempfile.TemporaryDirectory() as scratch:  # --analyze reads the trained model back from its checkpoint
         spec = TrialSpec(

@@ -7,7 +7,9 @@ fail before training, so the whole matrix stays fast enough to run in CI.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +49,16 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def make_file(path: Path, text: str) -> None:
-    """`text`, or a special file: "<fifo>" a named pipe, "<sparse N>" a file of N bytes that takes no disk."""
-    if text == "<fifo>":
+    """`text`, or a special file: "<fifo>" a named pipe, "<sparse N>" a file of N bytes that takes no disk, "<sqlite>" a
+    database with one table and row, "<symlink TARGET>" a link."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if text == "<sqlite>":
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
+            db.execute("CREATE TABLE customers (name TEXT)")
+            db.execute("INSERT INTO customers VALUES ('kept')")
+    elif text.startswith("<symlink "):
+        path.symlink_to(text.removeprefix("<symlink ").rstrip(">"))
+    elif text == "<fifo>":
         os.mkfifo(path)
     elif text.startswith("<sparse "):
         with open(path, "wb") as f:
@@ -144,6 +154,44 @@ NUMBERS_AND_PATHS = [
         files={"big.txt": f"<sparse {2**40}>"},
     ),
     Case("storage-in-memory", ("run", "T", "--storage", "sqlite://"), ("sqlite://", "in-memory")),
+    # item 1: an output path never replaces a database (a study's own, also through a link), a config or a checkpoint
+    Case(
+        "report-over-its-database",
+        ("report", "tiny", "-o", "s.db", "--storage", "sqlite:///s.db"),
+        ("-o 's.db' is a database",),
+        files={"s.db": "<sqlite>"},
+    ),
+    Case(
+        "report-through-link-to-database",
+        ("report", "tiny", "-o", "r.html", "--storage", "sqlite:///s.db"),
+        ("-o 'r.html' is a database",),
+        files={"s.db": "<sqlite>", "r.html": "<symlink s.db>"},
+    ),
+    Case(
+        "audit-over-database",
+        ("audit", "tiny:0", "-o", "s.db", "--storage", "sqlite:///s.db"),
+        ("-o 's.db' is a database",),
+        files={"s.db": "<sqlite>"},
+    ),
+    Case(
+        "audit-html-over-database",
+        ("audit", "tiny:0", "--html", "s.db", "--storage", "sqlite:///s.db"),
+        ("--html 's.db' is a database",),
+        files={"s.db": "<sqlite>"},
+    ),
+    Case("report-over-config", ("report", "tiny", "-o", "T"), ("-o 'T' exists and is not a .html file",)),
+    Case("prior-over-config", ("prior", "p.json", "T", "-o", "T"), ("-o 'T' exists and is not a .json file",)),
+    Case(
+        "train-save-over-checkpoint",
+        ("train", "1x3", "--config", "T", "--save", "checkpoints/tiny/trial-00000"),
+        ("--save", "already holds files"),
+        files={"checkpoints/tiny/trial-00000/config.json": "{}"},
+    ),
+    # item 11: output paths that cannot be written are one line before any compute
+    Case("report-to-folder", ("report", "tiny", "-o", "out"), ("-o 'out' is a folder",), files={"out/keep.txt": "x"}),
+    Case("audit-to-folder", ("audit", "tiny:0", "-o", "out"), ("-o 'out' is a folder",), files={"out/keep.txt": "x"}),
+    Case("audit-html-in-missing-folder", ("audit", "tiny:0", "--html", "missing/p.html"), ("--html 'missing/p.html'", "does not exist")),
+    Case("prior-to-device", ("prior", "p.json", "T", "-o", "/dev/full"), ("-o '/dev/full'", "not a file")),
     Case("schedule-overflow", ("train", "1x99999999999999999999", "--config", "T"), ("1x99999999999999999999", "n_layer")),
     Case("schedule-billion-layers", ("train", "1x1000000000", "--config", "T"), ("1x1000000000", "n_layer=3")),
     Case("schedule-billion-no-config", ("train", "1x1000000000"), ("1x1000000000", "n_layer=6")),
