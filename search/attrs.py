@@ -24,6 +24,7 @@ WORKER = "worker"  # {"host", "pid", "device", "kernels"} of the worker that tra
 PRUNED_AT_TOKENS = "pruned_at_tokens"
 DUPLICATE_ATTR = "duplicate_of"  # the number of the trial whose result this one copied (see search.runner.cache)
 ATTR_CHECKPOINT = "checkpoint"  # the directory of the trial's saved model, when the study keeps checkpoints
+ATTR_CHECKPOINT_ERROR = "checkpoint_error"  # why a finished trial's model could not be saved (its result is kept)
 RESULT_KEYS = ("tokens_per_s", "n_params", "flops_per_token", "wall_time_s", "steps", "tokens")
 
 # why a trial runs (its ROLE)

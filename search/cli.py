@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from search.attrs import ATTR_CONFIG
+from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, ATTR_CONFIG
 from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config
 from search.outputs import check_output, write_output
 from search.storage import open_storage
@@ -352,7 +352,7 @@ def train(
             ("params", f"{r.n_params:,}"),
             ("FLOPs/token", f"{r.flops_per_token:,}"),
             ("wall time", f"{r.wall_time_s:.1f} s"),
-            ("checkpoint", r.extra.get("checkpoint", "-")),
+            ("checkpoint", r.extra.get(ATTR_CHECKPOINT) or r.extra.get(ATTR_CHECKPOINT_ERROR, "-")),
         ):
             table.add_row(label, str(value))
         console.print(table)

@@ -25,6 +25,7 @@ from prism import (
     validate,
 )
 from prism.analysis import LayerMetrics, layer_profile
+from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig, load_config, parse_config
 from search.errors import ConfigError
 from search.preflight import check_folder, preflight
@@ -114,9 +115,10 @@ def train_single(
             result = run_trial(spec)
         except TrainingDiverged as e:
             raise ConfigError(f"training diverged: {e} (fix: lower train.lr, or raise train.warmup_steps)") from None
-        layers = analyze_checkpoint(result.extra["checkpoint"])[1] if analyze else None
+        saved = result.extra.get(ATTR_CHECKPOINT)
+        layers = analyze_checkpoint(saved)[1] if analyze and saved else None  # unsaved (a full disk): the error is shown
     if not save:
-        result.extra.pop("checkpoint", None)
+        result.extra.pop(ATTR_CHECKPOINT, None)
     return SingleRun(config, schedule, result, layers)
 
 
