@@ -154,6 +154,12 @@ NUMBERS_AND_PATHS = [
         files={"big.txt": f"<sparse {2**40}>"},
     ),
     Case("storage-in-memory", ("run", "T", "--storage", "sqlite://"), ("sqlite://", "in-memory")),
+    Case(
+        "storage-another-applications-database",
+        ("run", "T", "--storage", "sqlite:///app.db"),
+        ("another application's tables (customers)", "refusing to add Optuna's tables"),
+        files={"app.db": "<sqlite>"},
+    ),
     # item 1: an output path never replaces a database (a study's own, also through a link), a config or a checkpoint
     Case(
         "report-over-its-database",
