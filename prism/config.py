@@ -12,6 +12,11 @@ import operator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, get_args, get_origin, get_type_hints
 
+# Upper bounds are generous (about 10x the largest real use) but finite: a number past them is a typo, and
+# unbounded it would be stored first and then fail inside a worker, or never finish (issue 25).
+MAX_STEPS = 10**8
+MAX_SEED = 2**31 - 1  # numpy's and torch's seeds take up to 2**32 - 1; the study offsets seeds by up to a few thousand
+
 _BOUNDS = {
     "gt": (operator.gt, "greater than"),
     "ge": (operator.ge, "at least"),
@@ -69,13 +74,13 @@ class ModelConfig:
     depends on the head count, so every variant keeps schedules parameter- and FLOP-neutral.
     """
 
-    vocab_size: int = _setting(256, gt=0)
-    n_layer: int = _setting(6, gt=0)
-    d_model: int = _setting(128, gt=0)
-    block_size: int = _setting(128, gt=0)
-    dh_min: int = _setting(64, gt=0)
-    dh_max: int = _setting(256, gt=0)
-    mlp_ratio: int = _setting(4, gt=0)
+    vocab_size: int = _setting(256, gt=0, le=2**24)
+    n_layer: int = _setting(6, gt=0, le=1024)
+    d_model: int = _setting(128, gt=0, le=2**16)
+    block_size: int = _setting(128, gt=0, le=2**20)
+    dh_min: int = _setting(64, gt=0, le=2**16)
+    dh_max: int = _setting(256, gt=0, le=2**16)
+    mlp_ratio: int = _setting(4, gt=0, le=64)
     dropout: float = _setting(0.0, ge=0.0, lt=1.0)
     bias: bool = True
     positions: Literal["learned", "rope"] = "learned"
@@ -106,18 +111,18 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = _setting(400, gt=0)
-    batch_size: int = _setting(16, gt=0)
-    lr: float = _setting(3e-3, gt=0)
+    steps: int = _setting(400, gt=0, le=MAX_STEPS)
+    batch_size: int = _setting(16, gt=0, le=2**20)
+    lr: float = _setting(3e-3, gt=0, le=10)
     min_lr_ratio: float = _setting(0.1, ge=0, le=1)
-    warmup_steps: int = _setting(40, ge=0)
-    weight_decay: float = _setting(0.1, ge=0)
+    warmup_steps: int = _setting(40, ge=0, le=MAX_STEPS)
+    weight_decay: float = _setting(0.1, ge=0, le=100)
     beta1: float = _setting(0.9, ge=0, lt=1)
     beta2: float = _setting(0.95, ge=0, lt=1)
-    grad_clip: float = _setting(1.0, gt=0)
-    eval_every: int = _setting(100, gt=0)
-    eval_batches: int = _setting(8, gt=0)
-    seed: int = 0
+    grad_clip: float = _setting(1.0, gt=0, le=1e6)
+    eval_every: int = _setting(100, gt=0, le=MAX_STEPS)
+    eval_batches: int = _setting(8, gt=0, le=2**20)
+    seed: int = _setting(0, ge=0, le=MAX_SEED)
     device: str = "cpu"
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA (when supported), else fp32
     compile: bool = False

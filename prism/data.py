@@ -145,13 +145,32 @@ def _read_source(spec: str, token_dtype: str) -> tuple[str, Any, Any]:
         return "tokens", _read_bin(path / "train.bin", token_dtype), _read_bin(path / "val.bin", token_dtype)
     if path.is_file() and path.suffix == ".bin":
         return "tokens", _read_bin(path, token_dtype), None
+    return "text", b"\n".join(f.read_bytes() for f in _checked_text_files(spec)), None
+
+
+def _checked_text_files(spec: str) -> list[Path]:
+    """The text files of `spec`, each a regular file: a device (/dev/zero) would be read until memory runs out, a
+    FIFO until a writer appears."""
     files = _text_files(spec)
     if not files or not all(f.exists() for f in files):
         raise CorpusError(
             f"corpus {spec!r} not found: not a built-in corpus ({', '.join(BUILTIN_CORPORA)}), file, folder or "
             "matching glob; check the path"
         )
-    return "text", b"\n".join(f.read_bytes() for f in files), None
+    if odd := next((f for f in files if not f.is_file()), None):
+        raise CorpusError(f"corpus {spec!r}: {str(odd)!r} is a device, pipe or socket, not a file; point it at text files")
+    return files
+
+
+def text_bytes(spec: str) -> int:
+    """Bytes of text `load_corpus(spec)` reads into memory: 0 for built-ins (a few MB), token files (mapped, not
+    read) and datasets folders; else the text files' total size, checked as `_read_source` checks them."""
+    path = Path(spec)
+    if spec in BUILTIN_CORPORA or (path.is_file() and path.suffix == ".bin") or (path.is_dir() and (path / "train.bin").is_file()):
+        return 0
+    if path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file()):
+        return 0
+    return sum(f.stat().st_size for f in _checked_text_files(spec))
 
 
 # -- tokenizers ----------------------------------------------------------------------------------------------

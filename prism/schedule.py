@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from prism.config import ModelConfig, is_power_of_two
 
+MAX_LAYERS = 65_536  # a schedule text longer than this is a typo (or an attack), never a model: refused before expanding
+
 
 class ScheduleError(ValueError):
     """A schedule that cannot be used with a model config; the message names the fix."""
@@ -32,8 +34,10 @@ class Schedule:
         return cls((n_heads,) * n_layer)
 
     @classmethod
-    def parse(cls, text: str) -> Schedule:
-        heads: list[int] = []
+    def parse(cls, text: str, n_layer: int | None = None) -> Schedule:
+        """`text` as a schedule. Its layer count is summed before any run is expanded, so `1x1000000000` costs nothing:
+        with `n_layer` a count other than the model's is refused, and without it one above MAX_LAYERS."""
+        runs: list[tuple[int, int]] = []
         for run in text.replace(" ", "").split(","):
             count, sep, repeat = run.partition("x")
             try:
@@ -42,8 +46,13 @@ class Schedule:
                 raise ScheduleError(f"cannot parse schedule run {run!r} in {text!r}; write HEADSxLAYERS, e.g. 4x2,8x4") from None
             if n_heads < 1 or n_layers < 1:
                 raise ScheduleError(f"schedule run {run!r} must have heads >= 1 and layers >= 1")
-            heads += [n_heads] * n_layers
-        return cls(tuple(heads))
+            runs.append((n_heads, n_layers))
+        total = sum(n for _, n in runs)
+        if n_layer is not None and total != n_layer:
+            raise ScheduleError(f"schedule {text!r} has {total} layers but the model has n_layer={n_layer}")
+        if total > MAX_LAYERS:
+            raise ScheduleError(f"schedule {text!r} has {total} layers, more than any model here (at most {MAX_LAYERS})")
+        return cls(tuple(h for h, n in runs for _ in range(n)))
 
     def __str__(self) -> str:
         runs: list[list[int]] = []

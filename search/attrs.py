@@ -40,6 +40,7 @@ TOKENS = "tokens"
 RESULT_KEYS = (TOKENS_PER_S, N_PARAMS, FLOPS_PER_TOKEN, WALL_TIME_S, STEPS, TOKENS)
 THROUGHPUT_RATIO = "throughput_ratio"  # tokens/s paired with uniform's (search.runner.worker.throughput_ratio)
 UNIFORM_TOKENS_PER_S = "uniform_tokens_per_s"  # uniform's tokens/s in that pairing
+ATTR_CHECKPOINT_ERROR = "checkpoint_error"  # why a finished trial's model could not be saved (its result is kept)
 
 # why a trial runs (its ROLE)
 ROLE_BASELINE = "baseline"  # the uniform schedule: every gap is paired with it

@@ -7,6 +7,7 @@ without touching stored data.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -15,8 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from search.attrs import ATTR_CHECKPOINT, ATTR_CONFIG
-from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config
+from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, ATTR_CONFIG
+from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config
+from search.outputs import check_output, write_output
 from search.storage import open_storage
 from search.urls import mask_url
 
@@ -142,14 +144,18 @@ def _print_confirmation(rows, title: str) -> None:
 
 
 def _with_overrides(config: StudyConfig, storage, n_trials, workers, track=None) -> StudyConfig:
-    update: dict = {"tracking": config.tracking.with_flags(track)} if track else {}
+    """The flags on top of the config, checked by the same bounds as the file (`--n-trials`: n_trials, `--workers`:
+    resources.workers); the corpus was checked when the config was read."""
+    data = config.model_dump()
+    if track:
+        data["tracking"] = config.tracking.with_flags(track).model_dump()
     if storage:
-        update["storage"] = storage
+        data["storage"] = storage
     if n_trials:
-        update["n_trials"] = n_trials
+        data["n_trials"] = n_trials
     if workers:
-        update["resources"] = config.resources.model_copy(update={"workers": workers})
-    return config.model_copy(update=update)
+        data["resources"]["workers"] = workers
+    return parse_config(data, "command line", stored=True)
 
 
 @app.command()
@@ -256,7 +262,7 @@ def _stored(name: str, storage: str | None):
 def confirm(
     name: str = typer.Argument(..., help="study name"),
     top: int = typer.Option(5, "--top", min=1, help="how many of the best distinct schedules to re-train"),
-    seeds: int = typer.Option(3, "--seeds", min=2, help="fresh seeds per schedule (the baseline gets the same ones)"),
+    seeds: int = typer.Option(3, "--seeds", min=2, max=MAX_SEEDS, help="fresh seeds per schedule (the baseline gets the same ones)"),
     storage: str | None = StorageOpt,
     workers: int | None = WorkersOpt,
     address: str | None = AddressOpt,
@@ -303,7 +309,13 @@ def export(
 
     if fmt not in ("csv", "json"):
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")
-    print(render(_stored(name, storage), fmt), end="")
+    text = render(_stored(name, storage), fmt)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except OSError as e:  # `export > /dev/full`, a closed pipe: said once, and not again when Python exits
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (stands in for the broken stdout until exit)
+        raise PrismSearchError(f"export: cannot write to standard output ({e.strerror}) (fix: redirect it to a writable place)") from None
 
 
 @app.command()
@@ -362,7 +374,7 @@ def train(
             ("params", f"{r.n_params:,}"),
             ("FLOPs/token", f"{r.flops_per_token:,}"),
             ("wall time", f"{r.wall_time_s:.1f} s"),
-            ("checkpoint", r.extra.get(ATTR_CHECKPOINT, "-")),
+            ("checkpoint", r.extra.get(ATTR_CHECKPOINT) or r.extra.get(ATTR_CHECKPOINT_ERROR, "-")),
         ):
             table.add_row(label, str(value))
         console.print(table)
@@ -406,9 +418,8 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
-    from search.preflight import check_output_file
 
-    check_output_file(output, "-o")
+    check_output(output, "-o", ".html")
     path = write_report(storage or DEFAULT_STORAGE, name, output)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
 
@@ -425,10 +436,13 @@ def audit(
 
     from search.study.commands import audit_model, load_source, write_report
 
+    page = html or Path(output).with_suffix(".html")
+    check_output(output, "-o", ".json")
+    check_output(page, "--html", ".html")
     model, kind = load_source(source, storage or DEFAULT_STORAGE)
     profile = audit_model(model, source=source) | {"kind": kind}
-    Path(output).write_text(json.dumps(profile, indent=1))
-    report = write_report(profile, html or Path(output).with_suffix(".html"))
+    write_output(output, json.dumps(profile, indent=1), "-o", ".json")
+    report = write_report(profile, page, "--html")
     table = Table(title=f"transition zones of {source} ({profile['schedule']})")
     for col in ("depth", "from layer", "span", "strength"):
         table.add_column(col)
@@ -446,13 +460,13 @@ def prior(
     top: int = typer.Option(4, "--top", min=1, help="how many schedules to rank"),
 ) -> None:
     """Map a geometry profile to a ranked list of schedules in the study's family."""
-    from pathlib import Path
 
     from search.study.commands import LATE_DEFAULT, ONSET_DEFAULT, make_prior, read_profile
 
     config = load_config(study_file)
+    check_output(output, "-o", ".json")
     result = make_prior(read_profile(profile_file), config, top)
-    Path(output).write_text(json.dumps(result, indent=1))
+    write_output(output, json.dumps(result, indent=1), "-o", ".json")
     onset = result["onset"]
     table = Table(
         title=f"prior for {config.name} ({config.space.family} family, baseline {result['baseline']}); integration onset "

@@ -11,18 +11,19 @@ import json
 import tomllib
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_type_hints
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
-from prism.config import check_power_of_two
+from prism.config import MAX_SEED, MAX_STEPS, check_power_of_two
 from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
 from search.urls import mask_url
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
+MAX_SEEDS = 100  # baseline or confirmation seeds of one schedule; seeds stay below 2**32 past the study seed's offsets
 
 
 class _Section(BaseModel):
@@ -32,19 +33,32 @@ class _Section(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _no_booleans_as_numbers(cls, v: Any, info: ValidationInfo) -> Any:
-        """pydantic reads `true` as 1 wherever a number is declared; a TOML boolean there is a mistake."""
-        if info.field_name is None or not _declares_number(cls.model_fields[info.field_name].annotation):
+    def _numbers_are_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        """pydantic's lax mode reads `true` as 1, "5" as 5 and 3.0 as 3 wherever a number is declared; each is a
+        mistake in a TOML file (and 1e23 in an integer field a typo), so a number field takes only a number of its kind."""
+        if info.field_name is None:
             return v
-        if isinstance(v, bool) or (isinstance(v, (list, tuple)) and any(isinstance(x, bool) for x in v)):
-            raise ValueError(f"{json.dumps(v)} is a boolean where a number is expected (fix: write a number, e.g. 1 rather than true)")
+        annotation = cls.model_fields[info.field_name].annotation
+        kinds = _declared_numbers(annotation)
+        words = {w for a in get_args(annotation) if get_origin(a) is Literal for w in get_args(a)}  # e.g. "auto"
+        for x in v if isinstance(v, (list, tuple)) else [v]:
+            if not kinds or x is None or x in words:
+                continue
+            if isinstance(x, bool):
+                raise ValueError(f"{json.dumps(x)} is a boolean where a number is expected (fix: write a number, e.g. 1 rather than true)")
+            if isinstance(x, str):
+                named = "".join(f"{json.dumps(w)} or " for w in sorted(words))
+                raise ValueError(f"{json.dumps(x)} is a string where {named}a number is expected (fix: write a number without quotes)")
+            if float not in kinds and isinstance(x, float):
+                raise ValueError(f"{x!r} is not an integer (fix: write a whole number without a decimal point or exponent)")
         return v
 
 
-def _declares_number(annotation: Any) -> bool:
-    """int or float, optional or in a tuple; a field that also allows a boolean keeps it."""
-    args = get_args(annotation) or (annotation,)
-    return bool not in args and any(a in (int, float) for a in args)
+def _declared_numbers(annotation: Any) -> set[type]:
+    """int and/or float where the field declares a number (optional or in a tuple); empty where it also allows a
+    boolean, which keeps it."""
+    args = [get_args(a)[0] if get_origin(a) is Annotated else a for a in get_args(annotation) or (annotation,)]
+    return set() if bool in args else {a for a in args if a in (int, float)}
 
 
 def _section_of(cls: type, exclude: tuple[str, ...] = ()) -> Any:
@@ -75,7 +89,7 @@ class ModelSection(_section_of(ModelConfig)):  # type: ignore[misc]  # a base bu
 
 class SpaceSection(_Section):
     family: Literal[tuple(FAMILIES)] = "ramp"  # type: ignore[valid-type]  # the registry's names
-    baseline_heads: int | None = Field(None, gt=0, description="uniform baseline head count; default: head dim 64")
+    baseline_heads: int | None = Field(None, gt=0, le=2**16, description="uniform baseline head count; default: head dim 64")
     references: list[str] = Field(default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp")
     late_zone: tuple[float, float] = Field(DEFAULT_LATE_ZONE, description="ramp+late: relative depths of the 2nd rise")
 
@@ -105,7 +119,7 @@ class DataSection(_Section):
     )
     val_fraction: float = Field(0.1, gt=0, lt=0.5)
     tokenizer: Literal["bytes", "bpe"] = "bytes"
-    vocab_size: int | None = Field(None, gt=0, description="BPE size (default 4096), or the declared vocab of token files")
+    vocab_size: int | None = Field(None, gt=0, le=2**24, description="BPE size (default 4096), or the declared vocab of token files")
     token_dtype: Literal["uint16", "uint32"] = "uint16"
 
     @field_validator("corpus")
@@ -134,31 +148,32 @@ GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a m
 class SearchSection(_Section):
     sampler: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
     pruner: Literal["hyperband", "successive-halving", "median", "none"] = "hyperband"
-    n_startup_trials: int = Field(4, ge=0, description="random trials before TPE models the space")
-    min_resource_evals: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+    n_startup_trials: int = Field(4, ge=0, le=10_000, description="random trials before TPE models the space")
+    min_resource_evals: Annotated[int, Field(gt=0, le=MAX_STEPS)] | Literal["auto"] = Field(
         1,
         description="pruner's first rung, in evaluations (eval_every steps); 'auto': no pruning before the first rung "
         "whose within-seed rank agreement with the final loss is reliably high in this study's own complete curves",
     )
-    reduction_factor: int = Field(3, ge=2)
-    baseline_seeds: int = Field(3, ge=1, description="uniform baseline repeats with different seeds: the noise floor")
-    max_failed_trials: int = Field(3, ge=0, description="stop the run after this many failed trials")
+    reduction_factor: int = Field(3, ge=2, le=100)
+    baseline_seeds: int = Field(3, ge=1, le=MAX_SEEDS, description="uniform baseline repeats with different seeds: the noise floor")
+    max_failed_trials: int = Field(3, ge=0, le=10**6, description="stop the run after this many failed trials")
     prior_strength: float = Field(
         0.5, ge=0, le=1, description="with --prior: chance that an early proposal's parameter is drawn near a prior schedule"
     )
     objectives: list[Literal["val_loss", "throughput", "tokens_per_s"]] = Field(
         ["val_loss"], description="val_loss first; throughput = tokens/s over uniform's, paired"
     )
-    population_size: int = Field(8, ge=2, description="nsga2: individuals per generation")
-    min_throughput_ratio: float | None = Field(None, gt=0, description="tokens/s vs uniform a schedule must reach")
-    throughput_probe_steps: int = Field(8, gt=0, description="timed steps per schedule in the tokens/s ratio probe")
+    population_size: int = Field(8, ge=2, le=10_000, description="nsga2: individuals per generation")
+    min_throughput_ratio: float | None = Field(None, gt=0, le=100, description="tokens/s vs uniform a schedule must reach")
+    throughput_probe_steps: int = Field(8, gt=0, le=10_000, description="timed steps per schedule in the tokens/s ratio probe")
     margin: float = Field(
         0.01,
         gt=0,
+        le=10,
         description="val-loss gap to uniform (nats) too small to matter: the verdicts' equivalence margin (docs/results.md)",
     )
     racing: bool = Field(False, description="run schedules within the margin of the incumbent again on more paired seeds")
-    max_seeds: int = Field(8, ge=3, description="racing: the most seeds a schedule runs on (1, 2, 4, ... up to this)")
+    max_seeds: int = Field(8, ge=3, le=MAX_SEEDS, description="racing: the most seeds a schedule runs on (1, 2, 4, ... up to this)")
 
     @field_validator("objectives")
     @classmethod
@@ -180,10 +195,10 @@ class SearchSection(_Section):
 
 
 class ResourcesSection(_Section):
-    workers: int = Field(2, gt=0)
-    cpus_per_trial: int = Field(1, gt=0)
-    gpus_per_trial: float = Field(0.0, ge=0, description="a fraction (0.25: four trials share a GPU) or whole GPUs")
-    max_retries: int = Field(2, ge=0, description="re-runs of a trial whose worker died (pre-emption, OOM kill)")
+    workers: int = Field(2, gt=0, le=10_000)
+    cpus_per_trial: int = Field(1, gt=0, le=4096)
+    gpus_per_trial: float = Field(0.0, ge=0, le=1024, description="a fraction (0.25: four trials share a GPU) or whole GPUs")
+    max_retries: int = Field(2, ge=0, le=100, description="re-runs of a trial whose worker died (pre-emption, OOM kill)")
 
     @field_validator("gpus_per_trial")
     @classmethod
@@ -222,9 +237,9 @@ class TrackingSection(_Section):
 
 
 class StudyConfig(_Section):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
-    seed: int = 0
-    n_trials: int = Field(10, gt=0)
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
+    seed: int = Field(0, ge=0, le=MAX_SEED)
+    n_trials: int = Field(10, gt=0, le=10**6)
     storage: str = DEFAULT_STORAGE
     keep_checkpoints: Literal["best", "all", "none"] = Field(
         "best",

@@ -40,3 +40,7 @@ class AuditError(PrismSearchError):
 
 class PriorError(PrismSearchError):
     """A prior that does not fit the study it should seed."""
+
+
+class OutputError(PrismSearchError):
+    """An output file a command cannot write, or must not replace (a database, a config)."""

@@ -12,7 +12,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from prism.data import CorpusError, check_windows, load_corpus
+from prism.data import CorpusError, check_windows, load_corpus, text_bytes
 from search.config import StudyConfig
 from search.errors import ConfigError
 
@@ -32,14 +32,15 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
         check_device(device, "--device", fix="use --device cpu")
         check_memory(config, device, at_once=1, source="--device")
     else:
-        from search.storage import check_url  # storage owns what a valid URL is
+        from search.storage import check_lasting  # storage owns what a valid URL is
         from search.tracking import make_trackers
 
-        check_url(config.storage)
+        check_lasting(config.storage)
         make_trackers(config.tracking)  # a missing library, a stored URI without its credentials
         if config.keep_checkpoints != "none":  # else the folder is never made: a study resumed elsewhere needs none
             check_folder(config.checkpoint_dir, "checkpoint_dir")
         if address is None:
+            check_cpus(config.resources.workers, config.resources.cpus_per_trial)
             gpus = config.resources.gpus_per_trial
             study_device = "cuda" if gpus > 0 else "cpu"
             check_device(
@@ -52,8 +53,14 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
 
 
 def check_corpus(config: StudyConfig) -> None:
-    """The corpus loads and both its splits hold the windows training and evaluation draw from it."""
+    """The corpus fits in memory, loads, and both its splits hold the windows training and evaluation draw from it."""
     try:
+        size = text_bytes(config.data.corpus)
+        if 2 * size > _host_available():  # read, then joined: twice its size at the peak, before any tokenizer
+            raise CorpusError(
+                f"{config.data.corpus!r} holds {_gib(size)} of text; reading it takes twice that and this machine has "
+                f"{_gib(_host_available())} available (fix: a smaller corpus, or tokenize it into a .bin token file, which is mapped)"
+            )
         corpus = load_corpus(config.data.corpus, config.data.val_fraction, **config.data.corpus_options())
         check_windows(corpus, config.model.block_size, config.train.batch_size * config.train.eval_batches)
     except CorpusError as e:
@@ -70,10 +77,21 @@ def check_folder(path: str, field: str) -> None:
         raise ConfigError(f"{field} {path!r}: folder {str(existing)!r} is not writable (fix: point {field} at a writable folder)")
 
 
-def check_output_file(path: str, flag: str) -> None:
-    """An output file's path must not name a folder (writing would fail only after the work is done)."""
-    if Path(path).is_dir():
-        raise ConfigError(f"{flag} {path!r} is a folder (fix: name a file, e.g. {str(Path(path) / 'report.html')!r})")
+def check_cpus(workers: int, cpus_per_trial: int) -> None:
+    """A local Ray is started with workers x cpus_per_trial logical CPUs, so nothing stops 200 workers on 2 cores
+    from starting 200 torch processes at once; and a trial asking for more CPUs than the machine has would wait for
+    ever on a cluster. Both are refused against the cores this process may use."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cpus_per_trial > cores:
+        raise ConfigError(
+            f"resources.cpus_per_trial={cpus_per_trial}: this machine has {cores} CPU cores (fix: at most {cores}, "
+            "or pass --address of a cluster with larger nodes)"
+        )
+    if workers * cpus_per_trial > cores:
+        raise ConfigError(
+            f"resources.workers={workers} (--workers) x resources.cpus_per_trial={cpus_per_trial} is more than the {cores} "
+            f"CPU cores of this machine (fix: at most {cores // cpus_per_trial} workers, or pass --address of a cluster)"
+        )
 
 
 def check_device(device: str, source: str, fix: str) -> None:

@@ -36,9 +36,9 @@ def parse_reference(text: str, n_layer: int, counts: list[int], baseline_heads: 
     """`NAME=SCHEDULE`, a built-in name, or a bare schedule (named by its own text). Raises ScheduleError/ValueError."""
     name, sep, body = text.partition("=")
     if sep:
-        return Reference(name.strip(), Schedule.parse(body))
+        return Reference(name.strip(), Schedule.parse(body, n_layer))
     if text.strip() in BUILTIN:
         return Reference(text.strip(), BUILTIN[text.strip()](n_layer, counts, baseline_heads))
     if text.strip() and text.strip()[0].isalpha():
         raise ValueError(f"unknown reference name {text!r}; use a schedule, NAME=SCHEDULE or one of {', '.join(BUILTIN)}")
-    return Reference(text.strip(), Schedule.parse(text))
+    return Reference(text.strip(), Schedule.parse(text, n_layer))

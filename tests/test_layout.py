@@ -75,6 +75,7 @@ FORBIDDEN = {
     "search.errors": ("search", "prism"),
     "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
     "search.urls": ("search", "prism", "optuna", "ray", "torch"),  # URL masking: storage, trackers and displays alike
+    "search.outputs": _SERVICE + ("search.config", "prism", "optuna", "ray", "torch"),  # atomic writes of every output file
     "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
     "search.references": _SERVICE + ("search.config",),
     "search.config": _SERVICE,

@@ -9,17 +9,15 @@ import optuna
 from search.dashboard.app import DashboardError, open_readonly
 from search.dashboard.pages import study_page
 from search.dashboard.views import study_view
+from search.outputs import check_output, write_output
 from search.urls import mask_url
 
 
 def write_report(storage_url: str, name: str, output: str | Path) -> Path:
     """Write the report of study `name` to `output`; returns the path. Reads the database, never writes it."""
-    output = Path(output)
-    if not output.parent.is_dir():
-        raise DashboardError(f"-o {str(output)!r}: folder {str(output.parent)!r} does not exist; create it first")
+    check_output(output, "-o", ".html")  # before the study is read
     try:
         study = optuna.load_study(study_name=name, storage=open_readonly(storage_url))
     except KeyError:
         raise DashboardError(f"no study named {name!r} in {mask_url(storage_url)}; check the name or --storage") from None
-    output.write_text(study_page(study_view(study), mask_url(storage_url), live=False), encoding="utf-8")
-    return output
+    return write_output(output, study_page(study_view(study), mask_url(storage_url), live=False), "-o", ".html")

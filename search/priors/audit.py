@@ -17,6 +17,7 @@ from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
 from search.errors import AuditError
+from search.outputs import write_output
 from search.priors._files import read_versioned_json
 from search.priors.zones import MIN_STRENGTH, detect_zones
 
@@ -126,7 +127,7 @@ def read_profile(path: str | Path) -> dict:
     return read_versioned_json(path, PROFILE_FORMAT, "profile", "`prism-search audit SOURCE -o PROFILE.json`", AuditError)
 
 
-def write_report(profile: dict, path: str | Path) -> Path:
+def write_report(profile: dict, path: str | Path, flag: str = "--html") -> Path:
     """A self-contained HTML page (plotly JS embedded): one panel per metric against relative depth, zones shaded."""
     from plotly.subplots import make_subplots
 
@@ -162,6 +163,4 @@ def write_report(profile: dict, path: str | Path) -> Path:
         )
     fig.update_xaxes(title_text="relative depth (layer + 1) / L", row=len(METRICS), col=1)
     fig.update_layout(height=220 * len(METRICS), title=f"layer geometry of {profile['source']} ({profile['schedule']})")
-    path = Path(path)
-    fig.write_html(path, include_plotlyjs=True, full_html=True)
-    return path
+    return write_output(path, fig.to_html(include_plotlyjs=True, full_html=True), flag, ".html")

@@ -51,7 +51,7 @@ def read_prior(path: str | Path, config: StudyConfig) -> dict:
         )
     for entry in prior.get("schedules", []):
         try:
-            validate(Schedule.parse(entry["schedule"]), config.model_config_)
+            validate(Schedule.parse(entry["schedule"], config.model.n_layer), config.model_config_)
         except ScheduleError as e:
             raise PriorError(f"{path}: prior schedule {entry['schedule']!r} does not fit the study ({e})") from None
     return prior

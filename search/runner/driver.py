@@ -31,6 +31,7 @@ from search.analysis.budget import Budget, budget, exhausted
 from search.analysis.constraints import apply_constraint
 from search.attrs import (
     ATTEMPT,
+    ATTR_CHECKPOINT_ERROR,
     DUPLICATE_ATTR,
     ERROR,
     PRUNED_AT_TOKENS,
@@ -342,6 +343,8 @@ class Driver:
         self._track(job.trial)
         if self.progress:
             self.progress.finished(job.trial.number, state.name, result.final_val_loss)
+            if lost := result.extra.get(ATTR_CHECKPOINT_ERROR):
+                self.progress.note(f"trial {job.trial.number}: {lost}; its result is stored")
 
     def _track(self, trial: optuna.Trial) -> None:
         """The driver, the only writer, hands each finished trial as stored to the trackers; they never raise."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -63,7 +64,7 @@ def resolve(config_path: str | None, schedule: str, overrides: dict) -> tuple[St
     if schedule == "uniform":
         return config, config.baseline
     try:
-        parsed = Schedule.parse(schedule)
+        parsed = Schedule.parse(schedule, config.model.n_layer)
         validate(parsed, config.model_config_)
     except ScheduleError as e:
         model = f"{config_path}'s model" if config_path else "the built-in default model"
@@ -90,6 +91,10 @@ def train_single(
     preflight(config, device=device)
     if save:
         check_folder(save, "--save")
+        if Path(save).is_dir() and any(Path(save).iterdir()):
+            raise ConfigError(
+                f"--save {save!r} already holds files (a study's checkpoint?); refusing to replace them (fix: name a new folder)"
+            )
     fingerprint = corpus_fingerprint(config)  # checks the vocab too
     with tempfile.TemporaryDirectory() as scratch:  # --analyze reads the trained model back from its checkpoint
         spec = TrialSpec(
@@ -110,7 +115,8 @@ def train_single(
             result = run_trial(spec)
         except TrainingDiverged as e:
             raise ConfigError(f"training diverged: {e} (fix: lower train.lr, or raise train.warmup_steps)") from None
-        layers = analyze_checkpoint(result.extra[ATTR_CHECKPOINT])[1] if analyze else None
+        saved = result.extra.get(ATTR_CHECKPOINT)
+        layers = analyze_checkpoint(saved)[1] if analyze and saved else None  # unsaved (a full disk): the error is shown
     if not save:
         result.extra.pop(ATTR_CHECKPOINT, None)
     return SingleRun(config, schedule, result, layers)

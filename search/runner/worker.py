@@ -6,21 +6,23 @@
 (search.runner.messages) are plain picklable values, and a session never touches the database.
 
 Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when
-keep_checkpoints="all") and names the directory in `TrainResult.extra[ATTR_CHECKPOINT]`; deciding which ones
-to keep for "best" is the driver's job, since only it knows the study's best trial.
+keep_checkpoints="all") and names the directory in `TrainResult.extra[ATTR_CHECKPOINT]`, or, where the disk
+refused it, the reason in `extra[ATTR_CHECKPOINT_ERROR]`: the result is kept either way. Deciding which ones to keep
+for "best" is the driver's job, since only it knows the study's best trial.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
 import socket
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
-from search.attrs import ATTR_CHECKPOINT, THROUGHPUT_RATIO, UNIFORM_TOKENS_PER_S
+from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, THROUGHPUT_RATIO, UNIFORM_TOKENS_PER_S
 from search.runner.messages import Evaluated, Finished, Started
 
 
@@ -107,22 +109,33 @@ class TrialSession:
         result, trainer, spec, corpus = self.trainer.result(), self.trainer, self.spec, self.corpus
         self.trainer = None
         if save and spec.checkpoint_dir:
-            data = {"name": spec.corpus, "val_fraction": spec.val_fraction, **spec.corpus_options}
-            path = save_checkpoint(
-                trainer.model,
-                spec.checkpoint_dir,
-                study=spec.study,
-                trial=spec.number,
-                data=data,
-                corpus_fingerprint=spec.corpus_fingerprint,
-                train=trainer.cfg.__dict__,
-                result=result.to_dict(),
-            )
-            result.extra[ATTR_CHECKPOINT] = str(path)
+            result.extra |= _save(trainer, spec, result)
         if spec.baseline is not None:
             ratio, uniform = throughput_ratio(spec, corpus)
             result.extra |= {THROUGHPUT_RATIO: ratio, UNIFORM_TOKENS_PER_S: uniform}
         return result
+
+
+def _save(trainer: Trainer, spec: TrialSpec, result: TrainResult) -> dict:
+    """Save the trained model; what to store on the trial. The result outlives its checkpoint: a full or read-only
+    disk costs the model (removed half-written, the reason stored), never the trained trial's result."""
+    assert spec.checkpoint_dir is not None
+    data = {"name": spec.corpus, "val_fraction": spec.val_fraction, **spec.corpus_options}
+    try:
+        path = save_checkpoint(
+            trainer.model,
+            spec.checkpoint_dir,
+            study=spec.study,
+            trial=spec.number,
+            data=data,
+            corpus_fingerprint=spec.corpus_fingerprint,
+            train=trainer.cfg.__dict__,
+            result=result.to_dict(),
+        )
+    except OSError as e:
+        shutil.rmtree(spec.checkpoint_dir, ignore_errors=True)
+        return {ATTR_CHECKPOINT_ERROR: f"model not saved to {spec.checkpoint_dir}: {e.strerror or e}"}
+    return {ATTR_CHECKPOINT: str(path)}
 
 
 def _kernels(device: torch.device) -> str:

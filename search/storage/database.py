@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import os
 import sqlite3
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 # (tests shorten them; a cluster on a slow network may lengthen them).
 HEARTBEAT_INTERVAL_S = int(os.environ.get("PRISM_SEARCH_HEARTBEAT_S", 10))
 GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
+CREATE_ATTEMPTS = 4  # opening a database whose schema another client is creating: tries, 0.5 s, 1 s, 1.5 s apart
 
 
 def check_url(url: str) -> None:
@@ -44,6 +46,17 @@ def check_url(url: str) -> None:
             f"storage {mask_url(url)!r} is not a valid SQLAlchemy URL ({e}) (fix: e.g. sqlite:///prism_search.db or "
             "postgresql+psycopg://USER@HOST:5432/DB, the port a number)"
         ) from None
+
+
+def check_lasting(url: str) -> None:
+    """A study's storage must outlive the command: an in-memory SQLite database (`sqlite://`) would train every
+    trial and then throw the results away."""
+    check_url(url)
+    if url.startswith("sqlite") and _sqlite_file(url) is None:
+        raise StorageError(
+            f"storage {mask_url(url)!r} is an in-memory database, gone when the command ends (fix: name a file, e.g. "
+            "--storage sqlite:///prism_search.db)"
+        )
 
 
 def _check_reachable(url: str) -> None:
@@ -139,13 +152,26 @@ def _sqlite_file(url: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
-def _new_wal_database(path: Path) -> None:
-    """Create a study file in write-ahead-log mode (a setting stored in the file): with synchronous=NORMAL a
-    commit then no longer waits for an fsync (9 ms each here, and a trial makes dozens), readers such as a
-    dashboard stop blocking the writer, and a killed driver still loses nothing it committed (only a power
-    cut can drop the last commits). Existing files are left in the mode they have."""
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")
+def _new_sqlite_database(path: Path) -> None:
+    """Create a study file whole or not at all: Optuna's schema is made in a temporary file beside it, which is then
+    linked into place in one step. A driver killed (or a disk filled) half-way through leaves no half-made
+    database behind, only the temporary file; a file another process created meanwhile is kept and used.
+
+    The file is in write-ahead-log mode (a setting stored in the file): with synchronous=NORMAL a commit then no
+    longer waits for an fsync (9 ms each here, and a trial makes dozens), readers such as a dashboard stop
+    blocking the writer, and a killed driver still loses nothing it committed (only a power cut can drop the last
+    commits). Existing files are left in the mode they have."""
+    temp = path.with_name(f".{path.name}.creating-{os.getpid()}")
+    try:
+        with contextlib.closing(sqlite3.connect(temp)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+        optuna.storages.RDBStorage(f"sqlite:///{temp}", engine_kwargs={"poolclass": sqlalchemy.pool.NullPool}).engine.dispose()
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, path)
+    finally:
+        for leftover in (temp, temp.with_name(temp.name + "-wal"), temp.with_name(temp.name + "-shm")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
 
 
 def _sqlite_sync_normal(dbapi_connection, _record) -> None:
@@ -181,12 +207,24 @@ def _check_schema(url: str, create: bool) -> None:
     finally:
         engine.dispose()
     ours = schema_tables() | {"alembic_version"}
+    others = f"another application's tables ({', '.join(sorted(tables)[:3])}{', ...' if len(tables) > 3 else ''})"
     if not tables & ours:
+        if create and tables:
+            raise StorageError(
+                f"storage {masked!r} holds {others}; refusing to add Optuna's tables to it (fix: point --storage at a "
+                "new database file or an empty database)"
+            )
         if create:
             return
-        what = "no tables" if not tables else f"only another application's tables ({', '.join(sorted(tables)[:3])}...)"
+        what = f"only {others}" if tables else "no tables"
         raise StorageError(f"no prism-search studies in {masked}: the database holds {what} ({_START_HINT})")
     missing = sorted(ours - tables) or ([] if revisions and versioned else ["the rows naming its schema version"])
+    if missing and not _holds_data(url, tables & schema_tables()):
+        # an unfinished creation (a driver killed while making it, or another Optuna client making it right now),
+        # not damage: Optuna completes a schema that stores nothing yet
+        if create:
+            return
+        raise StorageError(f"no prism-search studies in {masked} yet: its Optuna schema is not complete ({_START_HINT})")
     if missing:
         raise StorageError(
             f"storage {masked!r} is a damaged Optuna database: it lacks {', '.join(missing)}; "
@@ -201,6 +239,16 @@ def _check_schema(url: str, create: bool) -> None:
             else f"use the Optuna version that wrote it (this is optuna {optuna.__version__}) or another --storage"
         )
         raise StorageError(f"storage {masked!r} has Optuna schema revision {found}, this Optuna reads {head}; fix: {fix}")
+
+
+def _holds_data(url: str, tables: set[str]) -> bool:
+    """Whether any of Optuna's `tables` (bar the schema's own version row) holds a row: a study, trial or attr."""
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+    try:
+        with engine.connect() as conn:
+            return any(_column(conn, f"SELECT 1 FROM {table} LIMIT 1") for table in sorted(tables - {"version_info"}))
+    finally:
+        engine.dispose()
 
 
 def _column(conn: sqlalchemy.Connection, sql: str) -> list:
@@ -218,26 +266,34 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
     sqlite_file = _sqlite_file(url)
     if create and sqlite_file and not sqlite_file.exists():
         try:
-            _new_wal_database(sqlite_file)
-        except sqlite3.Error as e:
+            _new_sqlite_database(sqlite_file)
+        except (sqlite3.Error, sqlalchemy.exc.DBAPIError, OSError) as e:
             raise StorageError(
-                f"storage {mask_url(url)!r}: cannot create {str(sqlite_file)!r} ({e}); fix: a writable --storage path"
+                f"storage {mask_url(url)!r}: cannot create {str(sqlite_file)!r} ({_first_line(e)}); fix: a writable --storage "
+                "path with free space"
             ) from None
     engine_kwargs: dict = {"connect_args": _connect_args(url)}
     if not url.startswith("sqlite"):
         engine_kwargs |= {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True}
-    try:
-        storage = optuna.storages.RDBStorage(
-            url,
-            engine_kwargs=engine_kwargs,
-            heartbeat_interval=HEARTBEAT_INTERVAL_S,
-            grace_period=GRACE_PERIOD_S,
-            skip_table_creation=not create,
-        )
-    except sqlalchemy.exc.DBAPIError as e:
-        raise StorageError(
-            f"storage {mask_url(url)!r} cannot be opened ({_first_line(e)}); fix: check --storage and its permissions"
-        ) from None
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            storage = optuna.storages.RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=HEARTBEAT_INTERVAL_S,
+                grace_period=GRACE_PERIOD_S,
+                skip_table_creation=not create,
+            )
+            break
+        except sqlalchemy.exc.DBAPIError as e:
+            # another Optuna client creating the same tables at this moment ("table already exists", a duplicate
+            # version row): once it is done, Optuna finds the complete schema
+            if create and attempt + 1 < CREATE_ATTEMPTS:
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise StorageError(
+                f"storage {mask_url(url)!r} cannot be opened ({_first_line(e)}); fix: check --storage and its permissions"
+            ) from None
     if sqlite_file:
         sqlalchemy.event.listen(storage.engine, "connect", _sqlite_sync_normal)
         storage.engine.dispose()  # the connections that created the schema predate the listener

@@ -38,6 +38,21 @@ def test_bad_text_is_rejected(text):
         Schedule.parse(text)
 
 
+@pytest.mark.parametrize("text", ["1x1000000000", "1x99999999999999999999", "2x3,1x1000000000000", "1x5,2x" + "9" * 4000])
+def test_a_huge_layer_count_is_refused_before_it_is_expanded(text):
+    """Summed first (issue 25: `1x1000000000` grew to 24 GB, a 20-digit count was an OverflowError): instant, one message."""
+    with pytest.raises(ScheduleError, match="n_layer=6"):
+        Schedule.parse(text, n_layer=6)
+    with pytest.raises(ScheduleError, match="at most 65536"):
+        Schedule.parse(text)
+
+
+def test_parse_with_n_layer_accepts_exactly_that_many_layers():
+    assert Schedule.parse("1x2,2x4", n_layer=6).heads == (1, 1, 2, 2, 2, 2)
+    with pytest.raises(ScheduleError, match="has 5 layers but the model has n_layer=6"):
+        Schedule.parse("1x1,2x4", n_layer=6)
+
+
 def test_monotone():
     assert Schedule.parse("1x2,4x4").is_monotone
     assert not Schedule.parse("4x2,1x4").is_monotone

@@ -4,7 +4,7 @@ is refused with one line naming the field, because each would otherwise validate
 import math
 import tomllib
 from dataclasses import fields
-from typing import get_args, get_origin, get_type_hints
+from typing import Annotated, get_args, get_origin, get_type_hints
 
 import pytest
 from pydantic import BaseModel
@@ -103,3 +103,53 @@ def test_the_library_dataclasses_refuse_the_same_values(cls):
     for name in ints:
         with pytest.raises(ValueError, match=f"{name} must be an integer"):
             cls(**{name: True})
+
+
+def _bounds(path: str) -> dict[str, float]:
+    """The field's bounds as declared (pydantic's metadata: Gt/Ge/Lt/Le), keyed gt/ge/lt/le."""
+    *sections, key = path.split(".")
+    model: type[BaseModel] = StudyConfig
+    for section in sections:
+        model = model.model_fields[section].annotation  # type: ignore[assignment]
+    field = model.model_fields[key]
+    numbers = [a for a in get_args(field.annotation) if get_origin(a) is Annotated]  # int bounded, or a word ("auto")
+    out: dict[str, float] = {}
+    for item in field.metadata + [m for a in numbers for m in get_args(a)[1:]]:
+        out |= {k: getattr(item, k) for k in ("gt", "ge", "lt", "le") if getattr(item, k, None) is not None}
+    return out
+
+
+BOUNDED = [(path, is_float) for path, is_float, pair in NUMERIC if not pair]  # a pair (late_zone) is checked as a whole
+
+
+@pytest.mark.parametrize("path, is_float", BOUNDED, ids=[p for p, _ in BOUNDED])
+def test_every_number_has_a_lower_and_an_upper_bound_and_a_value_past_it_is_refused(path, is_float):
+    """The bounds table is the field declarations themselves: each number is bounded both ways (issue 25: seed -1,
+    baseline_seeds 1e23, lr 1e300, steps 1e23 were stored and then broke or never ended), and past the upper bound
+    the error names the field and the bound before anything is written."""
+    bounds = _bounds(path)
+    assert {"gt", "ge"} & bounds.keys() and {"lt", "le"} & bounds.keys(), bounds
+    upper = bounds.get("le", bounds.get("lt"))
+    past = upper * 10 + 1 if is_float else int(upper) * 10 + 1
+    with pytest.raises(ConfigError) as info:
+        parse_config(_config_with(path, past), "study.toml")
+    message = str(info.value)
+    assert message.startswith(f"study.toml: {path}: ") and "less than" in message and "\n" not in message, message
+
+
+INTS = [path for path, is_float, pair in NUMERIC if not is_float]
+
+
+@pytest.mark.parametrize("path", INTS)
+@pytest.mark.parametrize("bad, fragment", [(3.0, "is not an integer"), (1e23, "is not an integer"), ("5", "is a string")])
+def test_an_integer_field_takes_only_an_integer(path, bad, fragment):
+    """`n_layer = 3.0`, `steps = 1e23` and `n_layer = "5"` were accepted as integers (issue 25 item 5)."""
+    with pytest.raises(ConfigError) as info:
+        parse_config(_config_with(path, bad), "study.toml")
+    assert str(info.value).startswith(f"study.toml: {path}: ") and fragment in str(info.value), info.value
+
+
+@pytest.mark.parametrize("path, pair", FLOATS, ids=[p for p, _ in FLOATS])
+def test_a_float_field_takes_an_integer_but_not_a_string(path, pair):
+    with pytest.raises(ConfigError, match=f'{path}: "0.5" is a string'):
+        parse_config(_config_with(path, _value(path, pair, "0.5")), "study.toml")

@@ -88,7 +88,7 @@ def workdir(tmp_path, study_toml):
     study_toml(("n_trials = 5", "n_trials = 5\n\n[data]\ncorpus = 'c100.txt'"), name="c100.toml")
     study_toml(("seed = 0", "seed = 0\ncheckpoint_dir = 'a_file/sub'\nkeep_checkpoints = 'best'"), name="ckfile.toml")
     study_toml(("seed = 0", "seed = 0\ncheckpoint_dir = 'a_file'"), name="ckauto.toml")  # kept by --prior auto only
-    study_toml(("n_layer = 3", "n_layer = 10000000"), name="deep.toml")
+    study_toml(("d_model = 64", "d_model = 65536"), name="deep.toml")  # the widest d_model the bounds allow
     study_toml(
         ("steps = 60", "steps = 4\nlr = 10.0"),
         ("warmup_steps = 6", "warmup_steps = 0"),
@@ -103,7 +103,7 @@ CASES = [
     (["run", "c100.toml"], "data.corpus: validation split of"),
     (["run", "ckfile.toml"], "is a file, not a folder (fix: point checkpoint_dir at a folder)"),
     (["run", "ckauto.toml", "--prior", "auto"], "is a file, not a folder (fix: point checkpoint_dir at a folder)"),
-    (["run", "deep.toml"], "model.n_layer=10000000: training needs about"),
+    (["run", "deep.toml"], "model.d_model=65536: training needs about"),
     (["run", "study.toml", "--storage", "postgresql+psycopg://u@host:abc/db"], "is not a valid SQLAlchemy URL"),
     (["resume", "existing", "--storage", "postgresql+psycopg://u@host:abc/db"], "is not a valid SQLAlchemy URL"),
     (["confirm", "existing", "--storage", "postgresql+psycopg://u@host:abc/db"], "is not a valid SQLAlchemy URL"),
