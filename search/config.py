@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -23,6 +24,7 @@ from search.references import Reference, parse_reference
 from search.urls import mask_url
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a single path component, never `.`, `..` or hidden
 
 
 class _Section(BaseModel):
@@ -216,7 +218,7 @@ class TrackingSection(_Section):
 
 
 class StudyConfig(_Section):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    name: str = Field(min_length=1, description="the study's name, also a folder under checkpoint_dir and a dashboard URL")
     seed: int = 0
     n_trials: int = Field(10, gt=0)
     storage: str = DEFAULT_STORAGE
@@ -233,6 +235,14 @@ class StudyConfig(_Section):
     search: SearchSection = SearchSection()
     resources: ResourcesSection = ResourcesSection()
     tracking: TrackingSection = TrackingSection()
+
+    @field_validator("name")
+    @classmethod
+    def _one_path_component(cls, v: str) -> str:
+        """The name is a folder of checkpoint_dir and a URL path segment: `..` or `a/b` would leave both."""
+        if not _NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a plain name (fix: letters, digits, '_', '.' and '-', starting with a letter, digit or '_')")
+        return v
 
     @field_validator("checkpoint_dir")
     @classmethod
@@ -308,9 +318,11 @@ def load_config(path: str | Path) -> StudyConfig:
     if not path.is_file():
         raise ConfigError(f"study config {str(path)!r} not found; pass the path of a .toml file such as studies/quickstart.toml")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a byte order mark some editors write
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: arrays or tables nested too deeply to read; fix: flatten them") from None
     return parse_config(data, str(path))
 
 

@@ -3,8 +3,6 @@
 import optuna
 
 from search.storage.database import (
-    GRACE_PERIOD_S,
-    HEARTBEAT_INTERVAL_S,
     StorageError,
     check_url,
     creation_lock,
@@ -16,8 +14,6 @@ from search.storage.database import (
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 __all__ = [
-    "GRACE_PERIOD_S",
-    "HEARTBEAT_INTERVAL_S",
     "StorageError",
     "check_url",
     "creation_lock",

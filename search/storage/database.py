@@ -29,10 +29,21 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 # the driver records heartbeats itself (ask/tell has none of its own), which is what Optuna warns about
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
-# A trial whose driver sent no heartbeat for GRACE_PERIOD_S is taken as lost. Overridable from the environment
+# A trial whose driver sent no heartbeat for the grace period is taken as lost. Overridable from the environment
 # (tests shorten them; a cluster on a slow network may lengthen them).
-HEARTBEAT_INTERVAL_S = int(os.environ.get("PRISM_SEARCH_HEARTBEAT_S", 10))
-GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
+HEARTBEAT_DEFAULTS_S = {"PRISM_SEARCH_HEARTBEAT_S": 10, "PRISM_SEARCH_GRACE_S": 30}
+
+
+def heartbeat_seconds() -> tuple[int, int]:
+    """(heartbeat interval, grace period) from the environment, read when a storage opens (not at import: a bad
+    value must not break `--help`), each a whole number of seconds >= 1."""
+    values = []
+    for variable, default in HEARTBEAT_DEFAULTS_S.items():
+        text = os.environ.get(variable, str(default))
+        if not text.strip().isascii() or not text.strip().isdigit() or int(text) < 1:
+            raise StorageError(f"{variable}={text!r} is not a whole number of seconds >= 1; fix: unset it or set e.g. {default}")
+        values.append(int(text))
+    return values[0], values[1]
 
 
 def check_url(url: str) -> None:
@@ -105,8 +116,9 @@ def driver_lock(url: str) -> Iterator[None]:
     if path is None:
         yield
         return
+    heartbeat_seconds()  # a bad setting, like a damaged file, fails before a lock file appears beside it
     _check_reachable(url)
-    _check_schema(url, create=True)  # a damaged file fails before a lock file appears beside it
+    _check_schema(url, create=True)
     with _lock_file(url, f"{path}.driver.lock") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -213,6 +225,7 @@ _START_HINT = "fix: start a study with `prism-search run STUDY.toml --storage UR
 def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
     """Optuna's RDBStorage on `url`, with heartbeats. `create=False` for reading commands (status, export, the
     dashboard...): the database must already hold Optuna's schema, and nothing is written to it."""
+    heartbeat_s, grace_s = heartbeat_seconds()
     _check_reachable(url)
     _check_schema(url, create)
     sqlite_file = _sqlite_file(url)
@@ -230,8 +243,8 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
         storage = optuna.storages.RDBStorage(
             url,
             engine_kwargs=engine_kwargs,
-            heartbeat_interval=HEARTBEAT_INTERVAL_S,
-            grace_period=GRACE_PERIOD_S,
+            heartbeat_interval=heartbeat_s,
+            grace_period=grace_s,
             skip_table_creation=not create,
         )
     except sqlalchemy.exc.DBAPIError as e:
