@@ -21,7 +21,7 @@ from prism.config import check_power_of_two
 from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a single path component, never `.`, `..` or hidden
@@ -210,9 +210,8 @@ class TrackingSection(_Section):
         for flag in flags:
             name, _, target = flag.partition("=")
             if name not in TRACKING_DEFAULTS:
-                raise ConfigError(
-                    f"--track {mask_url(flag)!r}: unknown tracker; use {', '.join(TRACKING_DEFAULTS)} (optionally NAME=TARGET)"
-                )
+                shown = f"{name}={mask_url(target)}" if target else name
+                raise ConfigError(f"--track {shown!r}: unknown tracker; use {', '.join(TRACKING_DEFAULTS)} (optionally NAME=TARGET)")
             update[name] = target or TRACKING_DEFAULTS[name]
         return TrackingSection.model_validate(self.model_dump() | update)
 
@@ -301,7 +300,8 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         msg = f"{first.get('input')!r} is not valid; {msg[0].lower()}{msg[1:]}"
     elif "input" in first and not isinstance(first["input"], dict) and first["type"] != "value_error":
         msg = f"{msg} (got {first['input']!r})"
-    return mask_url(f"{source}: {where}: {msg}")
+    echoed = first.get("input")  # a misplaced URL (a password in another field) is masked wherever it is quoted
+    return mask_in(f"{source}: {where}: {msg}", echoed) if isinstance(echoed, str) else f"{source}: {where}: {msg}"
 
 
 def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:

@@ -27,7 +27,7 @@ from search.dashboard.views import StudyView, study_view
 from search.errors import StorageUnreachable
 from search.storage import StorageError, open_storage
 from search.storage._optuna import cached
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -79,7 +79,7 @@ class Dashboard:
             for name in self.study_names():
                 self.view(name)
         except Exception as e:  # the first request will show the same problem as a page
-            log.warning("warm-up of %s failed: %s", self.masked, mask_url(str(e).splitlines()[0] if str(e) else repr(e)))
+            log.warning("warm-up of %s failed: %s", self.masked, mask_in(str(e).splitlines()[0] if str(e) else repr(e), self.url))
 
     # -- WSGI --------------------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -93,7 +93,7 @@ class Dashboard:
             hint = f'<a href="{root}">all studies</a>'
             status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
         except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:  # down, empty, damaged: may be fixed while we serve
-            message = mask_url(str(e).splitlines()[0]) if str(e) else type(e).__name__
+            message = mask_in(str(e).splitlines()[0], self.url) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
             down = isinstance(e, (StorageUnreachable, sqlalchemy.exc.OperationalError))
             status = "503 Service Unavailable"
@@ -107,7 +107,7 @@ class Dashboard:
             )
             kind = "text/html"
         except Exception:  # a bug: log it for the operator, show a page without internals to the browser
-            log.error("dashboard error on %s\n%s", path, mask_url(traceback.format_exc().rstrip()))
+            log.error("dashboard error on %s\n%s", path, mask_in(traceback.format_exc().rstrip(), self.url))
             status, kind = "500 Internal Server Error", "text/html"
             body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
         return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")

@@ -22,7 +22,7 @@ import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
 from search.storage._optuna import schema_revisions, schema_tables
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -72,7 +72,7 @@ def _check_reachable(url: str) -> None:
         with engine.connect():
             pass
     except sqlalchemy.exc.OperationalError as e:
-        reason = _first_line(e)
+        reason = mask_in(_first_line(e), url)  # a driver's message may quote the password
         raise StorageUnreachable(f"storage {mask_url(url)!r} is unreachable ({reason}); start the database or fix --storage") from None
     finally:
         engine.dispose()

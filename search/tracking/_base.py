@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from search.attrs import CURVE, HEADS_PREFIX, ROLE, ROLE_SEARCH, SCHEDULE, SEED, heads_attr
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 logger = logging.getLogger("search.tracking")
 
@@ -84,5 +84,5 @@ class Tracker(ABC):
                 mask_url(self.target),
                 trial.number,
                 type(e).__name__,
-                mask_url(str(e).splitlines()[0]) if str(e) else "",  # a client's error may quote the URI
+                mask_in(str(e).splitlines()[0], self.target) if str(e) else "",  # a client's error may quote the URI
             )

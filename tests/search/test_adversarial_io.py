@@ -5,13 +5,25 @@ correct behaviour.
 
 from __future__ import annotations
 
+import html
+import socket
 import sys
+import uuid
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import pytest
+import sqlalchemy
 
 from search.cli import main
+from search.dashboard import Dashboard
+from search.runner.corpus import corpus_fingerprint
+from search.storage import open_storage
+from search.study.create import open_study
+from search.urls import lost_credentials, mask_url
 from tests.search.conftest import ROOT
+from tests.search.dashboard.test_app import get
+from tests.search.pg import ADMIN_URL
 
 TINY = (ROOT / "studies" / "tiny.toml").read_text()
 
@@ -93,3 +105,75 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path, monkeypatch, capsys):
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     code, out, err = cli(monkeypatch, capsys, tmp_path, "schedules", "T.toml")
     assert code == 0 and "ramp:" in out, err
+
+
+# --- item 6: a password with `#`, `?`, a space, a quote or a tab is masked wherever a URL is stored or shown -----------
+ODD_PASSWORDS = ["pa#ss", "pa?ss", "pa ss", "pa'ss", 'pa"ss', "pa\tss", "pa/ss", "#?' \t\""]
+
+
+@pytest.mark.parametrize("password", ODD_PASSWORDS)
+@pytest.mark.parametrize(
+    "template",
+    [
+        "postgresql+psycopg://prism:{}@db:5432/studies",
+        "postgresql+psycopg://db/s?password={}&sslmode=require",
+        "http://prism:{}@mlflow:5000",
+    ],
+    ids=["userinfo", "query", "tracker"],
+)
+def test_mask_url_hides_a_password_with_any_character(template, password):
+    masked = mask_url(template.format(password))
+    assert masked == template.format("***")  # the password went, and nothing else
+    assert mask_url(masked) == masked and lost_credentials(masked)
+
+
+def test_an_unreachable_server_error_never_shows_a_password_with_a_space(tmp_path, monkeypatch, capsys):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql+psycopg://prism:pa ss#1@127.0.0.1:{port}/studies"
+    err = refused(monkeypatch, capsys, tmp_path, ("status", "--storage", url), "unreachable", "prism:***@")
+    assert "pa ss" not in err and "ss#1" not in err
+
+
+@pytest.fixture
+def odd_password_url():
+    """A real PostgreSQL role whose password holds `#`, `?`, a space, both quotes and a tab, owning a fresh database."""
+    tag = uuid.uuid4().hex[:10]
+    role, database, password = f"prism_odd_{tag}", f"prism_test_{tag}", "pa#ss?w 'q\"\tt"
+    admin = sqlalchemy.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sqlalchemy.text(f"CREATE ROLE \"{role}\" LOGIN PASSWORD '{password.replace(chr(39), chr(39) * 2)}'"))
+        conn.execute(sqlalchemy.text(f'CREATE DATABASE "{database}" OWNER "{role}"'))
+    try:
+        yield f"postgresql+psycopg://{role}:{password}@127.0.0.1:5432/{database}", password
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sqlalchemy.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+            conn.execute(sqlalchemy.text(f'DROP ROLE IF EXISTS "{role}"'))
+        admin.dispose()
+
+
+def test_a_password_with_odd_characters_is_stored_and_shown_nowhere(odd_password_url, tiny_config, tmp_path, monkeypatch, capsys):
+    """The study's stored config, `status`, the report and the dashboard's banner and pages."""
+    url, password = odd_password_url
+    config = tiny_config.model_copy(update={"storage": url})
+    storage = open_storage(url)
+    study = open_study(config, storage, corpus_fingerprint(config))
+    forms = {password, quote(password, safe=""), quote_plus(password), "pa#ss", "pa ss", "ss?w"}
+    shown = [study.user_attrs["prism.config"]]
+    storage.engine.dispose()
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "status", "--storage", url)
+    assert code == 0, err
+    shown += [out, err]
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "report", "tiny", "-o", "r.html", "--storage", url)
+    assert code == 0, err
+    shown += [out, err, (tmp_path / "r.html").read_text()]
+    app = Dashboard(url)
+    for path in ("/", "/study/tiny"):
+        status, page = get(app, path)
+        assert status == "200 OK"
+        shown.append(page)
+    leaks = [(f, text[:200]) for text in shown for f in forms if f in text]
+    assert not leaks, leaks
+    assert all(html.escape(mask_url(url)) in page for page in shown[-2:])  # the banner names the database, masked
