@@ -4,12 +4,13 @@ every display use it alike.
 One parser for every URL, SQLAlchemy's (RFC 1738, the one that connects to the database): it takes any
 `scheme://` URL, a tracker's `http://user:pw@host` included, and a password holding `#`, `?`, a space, a quote or
 a tab stays one field (`urllib` ends a password at `#` or `?`, and a regex at whatever it was not written for).
+`urllib` only splits what SQLAlchemy refuses (a port that is not a number), so that too prints masked.
 """
 
 from __future__ import annotations
 
 import re
-from urllib.parse import quote, quote_plus
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 import sqlalchemy
 from sqlalchemy.engine import URL
@@ -31,10 +32,19 @@ def parse_url(url: str) -> URL | None:
     return parsed
 
 
-def _secrets(parsed: URL) -> list[tuple[str, str]]:
-    """(text before, secret) pairs: `:` before a password, `KEY=` before a credential in the query."""
-    pairs = [(":", parsed.password)] if parsed.password else []
-    for key, value in parsed.query.items():
+def _secrets(url: str) -> list[tuple[str, str]]:
+    """(text before, secret) pairs of `url`: `:` before a password, `KEY=` before a credential in the query. A URL
+    SQLAlchemy refuses (a port that is not a number) is still masked, as `urllib` splits it."""
+    parsed = parse_url(url)
+    if parsed is not None:
+        password, query = parsed.password, parsed.query.items()
+    elif "://" in url:
+        split = urlsplit(url)
+        password, query = split.password, parse_qsl(split.query)
+    else:
+        return []
+    pairs = [(":", password)] if password else []
+    for key, value in query:
         if any(word in key.lower() for word in _SECRET_KEYS):
             pairs += [(f"{key}=", v) for v in ([value] if isinstance(value, str) else value)]
     return [(before, v) for before, v in pairs if v and v != MASK]
@@ -49,8 +59,7 @@ def mask_url(url: str) -> str:
     """Hide the credentials of a URL (`user:pw@`, `:pw@`, `?password=`) wherever it is printed, logged or stored: a
     study keeps its config, and anyone who can read the study could read them. The parser finds them; the rest of
     the URL is kept exactly as written."""
-    parsed = parse_url(url)
-    for before, secret in _secrets(parsed) if parsed else []:
+    for before, secret in _secrets(url):
         for form in sorted(_forms(secret), key=len, reverse=True):
             url = url.replace(f"{before}{form}", f"{before}{MASK}")
     return url
@@ -62,8 +71,7 @@ _URL_IN_TEXT = re.compile(r"[A-Za-z][\w+.-]*://[^\s'\"<>]+")  # where a URL may 
 def mask_in(text: str, url: str | None = None) -> str:
     """`text` (an error message, a traceback) with the credentials of `url` masked in every form a client may
     quote them, and those of any other URL written in it."""
-    parsed = parse_url(url) if url else None
-    for _, secret in _secrets(parsed) if parsed else []:
+    for _, secret in _secrets(url) if url else []:
         for form in _forms(secret):
             text = text.replace(form, MASK)
     return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)

@@ -22,7 +22,7 @@ import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
 from search.storage._optuna import schema_revisions, schema_tables
-from search.urls import mask_in, mask_url
+from search.urls import mask_in, mask_url, parse_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -119,7 +119,7 @@ def driver_lock(url: str) -> Iterator[None]:
     heartbeat_seconds()  # a bad setting, like a damaged file, fails before a lock file appears beside it
     _check_reachable(url)
     _check_schema(url, create=True)
-    with _lock_file(url, f"{path}.driver.lock") as lock:
+    with _lock_file(url, f"{path.resolve()}.driver.lock") as lock:  # the real file's: a symlink or `./` is the same file
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -147,7 +147,9 @@ _LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search creation").digest()[:8]
 
 
 def _sqlite_file(url: str) -> Path | None:
-    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
+    """The file of a SQLite URL as the parser reads it (`?timeout=30` is no part of the name); None for memory."""
+    parsed = parse_url(url) if url.startswith("sqlite:///") else None
+    path = parsed.database if parsed else None
     return Path(path) if path and path != ":memory:" else None
 
 

@@ -18,7 +18,7 @@ import sqlalchemy
 from search.cli import main
 from search.dashboard import Dashboard
 from search.runner.corpus import corpus_fingerprint
-from search.storage import open_storage
+from search.storage import driver_lock, open_storage
 from search.study.create import open_study
 from search.urls import lost_credentials, mask_url
 from tests.search.conftest import ROOT
@@ -177,3 +177,30 @@ def test_a_password_with_odd_characters_is_stored_and_shown_nowhere(odd_password
     leaks = [(f, text[:200]) for text in shown for f in forms if f in text]
     assert not leaks, leaks
     assert all(html.escape(mask_url(url)) in page for page in shown[-2:])  # the banner names the database, masked
+
+
+# --- item 7: one driver per SQLite file, whatever the URL says -------------------------------------------------------
+@pytest.fixture
+def locked_study(tiny_config, tmp_path):
+    """The tiny study created in tmp_path/study.db, its driver lock held by this test (as a running driver holds it)."""
+    open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    with driver_lock(tiny_config.storage):
+        yield tmp_path / "study.db"
+
+
+@pytest.mark.parametrize("spelling", ["query", "symlink", "relative"])
+def test_a_second_driver_is_refused_however_the_sqlite_url_names_the_file(spelling, locked_study, tmp_path, monkeypatch, capsys):
+    (tmp_path / "link.db").symlink_to(locked_study)
+    path = {"query": f"{locked_study}?timeout=30", "symlink": str(tmp_path / "link.db"), "relative": "./study.db"}[spelling]
+    tiny(tmp_path)
+    lock = Path(f"{locked_study}.driver.lock")
+    stamp = lock.stat().st_mtime_ns
+    refused(monkeypatch, capsys, tmp_path, ("run", "T.toml", "--storage", f"sqlite:///{path}"), "in use by another prism-search driver")
+    assert lock.stat().st_mtime_ns == stamp  # the refused driver did not rewrite the holder's lock file
+
+
+def test_read_commands_accept_a_query_string_on_a_sqlite_url(tiny_config, tmp_path, monkeypatch, capsys):
+    open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "status", "tiny", "--storage", f"{tiny_config.storage}?timeout=30")
+    assert code == 0 and "study tiny" in out, err
+    assert sorted(p.name for p in tmp_path.iterdir() if "?" in p.name) == []
