@@ -21,8 +21,10 @@ from search.storage import open_storage
 from search.urls import mask_url
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
-console = Console()
-err = Console(stderr=True)
+# markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
+# read `[/x]` in a reference name as a tag and crash; the CLI styles nothing by markup
+console = Console(markup=False)
+err = Console(stderr=True, markup=False)
 
 StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
@@ -508,7 +510,7 @@ def main() -> None:
 
 def _fail(message: str) -> NoReturn:
     """One line on stderr, exit code 2: every error the user can fix ends here."""
-    err.print(f"error: {' '.join(message.split())}", highlight=False, markup=False, soft_wrap=True)  # "[mlflow]" is text
+    err.print(f"error: {' '.join(message.split())}", highlight=False, soft_wrap=True)
     sys.exit(2)
 
 

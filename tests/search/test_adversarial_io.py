@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
+import optuna
 import pytest
 import sqlalchemy
 
@@ -204,3 +205,15 @@ def test_read_commands_accept_a_query_string_on_a_sqlite_url(tiny_config, tmp_pa
     code, out, err = cli(monkeypatch, capsys, tmp_path, "status", "tiny", "--storage", f"{tiny_config.storage}?timeout=30")
     assert code == 0 and "study tiny" in out, err
     assert sorted(p.name for p in tmp_path.iterdir() if "?" in p.name) == []
+
+
+# --- item 8: rich markup in what a user named is printed as written ------------------------------------------------------
+def test_markup_in_a_reference_name_is_printed_as_written(tiny_config, tmp_path, monkeypatch, capsys):
+    config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["[/x]=1x2,2x1", "[bold]w=4x3"]})})
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):  # what the driver stores, untrained
+        trial = study.ask()
+        study.tell(trial, 2.0 + trial.number / 100)
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "status", "--storage", config.storage)
+    assert code == 0, err
+    assert "reference [/x]" in out and "reference [bold]w" in out, out
