@@ -6,8 +6,12 @@ correct behaviour.
 from __future__ import annotations
 
 import html
+import json
+import signal
 import socket
+import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -217,3 +221,54 @@ def test_markup_in_a_reference_name_is_printed_as_written(tiny_config, tmp_path,
     code, out, err = cli(monkeypatch, capsys, tmp_path, "status", "--storage", config.storage)
     assert code == 0, err
     assert "reference [/x]" in out and "reference [bold]w" in out, out
+
+
+# --- item 13: the dashboard's odd requests and its stop ---------------------------------------------------------------
+@pytest.fixture
+def dash_db(tmp_path) -> Path:
+    """A SQLite file with one synthetic prism study, every connection to it closed (no -wal or -shm beside it)."""
+    from search.dashboard.synthetic import synthetic_study
+    from tests.search.dashboard.conftest import quickstart
+
+    storage = open_storage(f"sqlite:///{tmp_path / 'dash.db'}")
+    synthetic_study(quickstart("s"), storage, 6, failed=0)
+    storage.engine.dispose()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dash.db"]
+    return tmp_path / "dash.db"
+
+
+@pytest.mark.parametrize("number", ["%C2%B2", "%D9%A3", "1e3", "-1"])  # superscript two, Arabic-Indic three: isdigit()
+def test_a_trial_number_that_is_not_ascii_digits_is_a_404(number, dash_db):
+    status = []
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "RAW_URI": f"/study/s/trial/{number}"}  # as our server sends it
+    body = b"".join(Dashboard(f"sqlite:///{dash_db}")(environ, lambda s, h: status.append(s)))
+    assert status == ["404 Not Found"] and "has no trial" in body.decode()
+
+
+def test_repeated_study_parameters_cost_one_read_each(dash_db):
+    app = Dashboard(f"sqlite:///{dash_db}")
+    reads = []
+    view = app.view
+    app.view = lambda name: reads.append(name) or view(name)  # type: ignore[method-assign]
+    status, body = get(app, "/api/stamp?" + "&".join(["study=s"] * 2000))
+    assert status == "200 OK" and json.loads(body)["stamp"] and reads == ["s"]
+
+
+def test_sigterm_stops_the_dashboard_and_leaves_no_wal_files(dash_db):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search.cli", "dashboard", "--storage", f"sqlite:///{dash_db}", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=dash_db.parent,
+    )
+    try:
+        line = proc.stderr.readline()  # "prism-search dashboard on http://127.0.0.1:PORT/ reading ..."
+        url = line.split(" on ")[1].split()[0]
+        with urllib.request.urlopen(url + "study/s", timeout=60) as page:
+            assert page.status == 200
+        assert (dash_db.parent / "dash.db-wal").exists() or (dash_db.parent / "dash.db-shm").exists()  # open, in WAL mode
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+    assert sorted(p.name for p in dash_db.parent.iterdir()) == ["dash.db"]
