@@ -272,3 +272,32 @@ def test_sigterm_stops_the_dashboard_and_leaves_no_wal_files(dash_db):
     finally:
         proc.kill()
     assert sorted(p.name for p in dash_db.parent.iterdir()) == ["dash.db"]
+
+
+# --- item 16: trackers are no part of a study's identity, and a failing one is one line ------------------------------
+def test_tracking_added_to_an_existing_study_is_not_a_different_config(tiny_config, tmp_path):
+    from search.config import TrackingSection
+
+    storage = open_storage(tiny_config.storage)
+    open_study(tiny_config, storage, corpus_fingerprint(tiny_config))
+    tracked = tiny_config.model_copy(update={"tracking": TrackingSection(tensorboard=str(tmp_path / "runs"))})
+    study = open_study(tracked, storage, corpus_fingerprint(tracked))
+    assert json.loads(study.user_attrs["prism.config"])["tracking"]["tensorboard"] == str(tmp_path / "runs")
+
+
+def test_a_failing_mlflow_tracker_prints_one_warning_and_none_of_mlflows(tmp_path):
+    """A SQLite tracking store MLflow cannot open: MLflow logs a warning per retry (dozens of lines)."""
+    target = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    (tmp_path / "mlflow.db").mkdir()  # a folder where the store's file should be: SQLite cannot open it
+    script = (
+        "import optuna, mlflow.store.db.utils\n"
+        "from search.tracking import MLflowTracker\n"
+        "optuna.logging.set_verbosity(optuna.logging.WARNING)\n"
+        "mlflow.store.db.utils.MAX_RETRY_COUNT = 4  # MLflow's 15 retries take ~100 s; 4 still warn 3 times\n"
+        "trial = optuna.trial.create_trial(value=1.0, user_attrs={'schedule': '2x2', 'heads_00': 2, 'heads_01': 2})\n"
+        f"MLflowTracker({target!r})(optuna.create_study(study_name='s'), trial)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tracking.mlflow ({target}) failed on trial"), done.stderr
