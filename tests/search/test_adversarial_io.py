@@ -301,3 +301,38 @@ def test_a_failing_mlflow_tracker_prints_one_warning_and_none_of_mlflows(tmp_pat
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"tracking.mlflow ({target}) failed on trial"), done.stderr
+
+
+# --- item 10: odd values in a database -----------------------------------------------------------------------------
+@pytest.fixture
+def odd_trial_db(tiny_config) -> str:
+    """Studies whose baselines finished and whose last trial another tool wrote: `inf` holds a value inf (a curve of
+    inf too), `bad` holds the schedule attr "9x9x9" (no schedule of the study) as its best trial."""
+    storage = open_storage(tiny_config.storage)
+    for name, schedule, value in (("inf", "2x3", float("inf")), ("bad", "9x9x9", 1.0)):
+        config = tiny_config.model_copy(update={"name": name})
+        study = open_study(config, storage, corpus_fingerprint(config))
+        while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            trial = study.ask()
+            study.tell(trial, 2.0 + trial.number / 100)
+        trial = study.ask()
+        attrs = {"schedule": schedule, "role": "search", "seed": 0, "curve": [[100, value]]} | {f"heads_0{i}": 2 for i in range(3)}
+        for key, v in attrs.items():
+            trial.set_user_attr(key, v)
+        study.tell(trial, value)
+    storage.engine.dispose()
+    return tiny_config.storage
+
+
+@pytest.mark.parametrize("name", ["inf", "bad"])
+def test_odd_trial_values_leave_every_reader_working(name, odd_trial_db, tmp_path, monkeypatch, capsys):
+    for args in (("status", name), ("best", name), ("report", name, "-o", "r.html")):
+        code, out, err = cli(monkeypatch, capsys, tmp_path, *args, "--storage", odd_trial_db)
+        assert code == 0, (args, err)
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "export", name, "--format", "json", "--storage", odd_trial_db)
+    assert code == 0, err
+    rows = json.loads(out, parse_constant=lambda c: pytest.fail(f"invalid JSON constant {c}"))
+    assert rows[-1]["val_loss"] == (None if name == "inf" else 1.0)
+    app = Dashboard(odd_trial_db)
+    for path in ("/", f"/study/{name}", f"/study/{name}/trial/{rows[-1]['number']}", f"/api/stamp?study={name}"):
+        assert get(app, path)[0] == "200 OK", path
