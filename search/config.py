@@ -326,6 +326,14 @@ def load_config(path: str | Path) -> StudyConfig:
     return parse_config(data, str(path))
 
 
+def resume_command(config: StudyConfig) -> str:
+    """The command that continues a study, as every interrupted or failed run prints it; a password in its storage
+    URL is never printed, so it says where it goes."""
+    shown = mask_url(config.storage)
+    where = "   (your password in place of ***)" if shown != config.storage else ""
+    return f"prism-search resume {config.name} --storage {shown}{where}"
+
+
 def family_for(config: StudyConfig) -> ScheduleFamily:
     """The study's schedule space, as the config declares it."""
     counts = allowed_head_counts(config.model_config_)

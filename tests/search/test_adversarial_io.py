@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import sqlalchemy
 
 from search.cli import main
 from search.dashboard import Dashboard
+from search.errors import PrismSearchError
 from search.runner.corpus import corpus_fingerprint
 from search.storage import driver_lock, open_storage
 from search.study.create import open_study
@@ -336,3 +338,59 @@ def test_odd_trial_values_leave_every_reader_working(name, odd_trial_db, tmp_pat
     app = Dashboard(odd_trial_db)
     for path in ("/", f"/study/{name}", f"/study/{name}/trial/{rows[-1]['number']}", f"/api/stamp?study={name}"):
         assert get(app, path)[0] == "200 OK", path
+
+
+# --- item 14: a signal at any moment ends with exit 130 and what to do next ------------------------------------------
+def _cli_signalled(folder: Path, target: str, signum: int, *args: str) -> subprocess.CompletedProcess:
+    """`prism-search ARGS` in a fresh process that sends itself `signum` when `target` (module.function) is
+    reached: a real signal, at a moment a test could not hit by timing."""
+    module, _, function = target.rpartition(".")
+    script = (
+        f"import importlib, os, sys\n"
+        f"module = importlib.import_module({module!r})\n"
+        f"def arrive(*args, **kwargs):\n"
+        f"    os.kill(os.getpid(), {int(signum)})\n"
+        f"    raise AssertionError('the signal was not acted on')\n"
+        f"setattr(module, {function!r}, arrive)\n"
+        f"from search.cli import main\n"
+        f"sys.argv = ['prism-search', *{list(args)!r}]\n"
+        f"main()\n"
+    )
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=folder)
+
+
+def test_sigterm_before_ray_is_up_exits_130_with_the_resume_command(tmp_path):
+    tiny(tmp_path)
+    done = _cli_signalled(tmp_path, "search.runner.driver.connect_ray", signal.SIGTERM, "run", "T.toml")
+    assert done.returncode == 130, done.stderr
+    assert "prism-search resume tiny --storage sqlite:///prism_search.db" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_before_the_study_exists_offers_no_resume_command(tmp_path):
+    tiny(tmp_path)
+    done = _cli_signalled(tmp_path, "search.study.lifecycle.corpus_fingerprint", signal.SIGINT, "run", "T.toml")
+    assert done.returncode == 130, done.stderr
+    assert "before study 'tiny' was created" in done.stderr and "resume" not in done.stderr, done.stderr
+
+
+def test_an_interrupted_confirm_says_what_was_kept_and_how_to_go_on(odd_trial_db, tmp_path):
+    done = _cli_signalled(
+        tmp_path, "search.runner.driver.connect_ray", signal.SIGTERM, "confirm", "inf", "--top", "1", "--storage", odd_trial_db
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.startswith("interrupted: the confirmation runs finished so far are stored") and "confirm inf" in done.stderr
+
+
+def test_the_database_unreachable_message_names_the_storage_to_resume_with(tiny_config):
+    from search.runner.driver import Driver
+
+    driver = Driver.__new__(Driver)  # only _db and its config: the message under test
+    driver.config, driver.progress = tiny_config, None
+
+    def lost():
+        raise sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("search.runner.driver.DB_RETRY_DELAYS_S", (0.0,))
+        with pytest.raises(PrismSearchError, match=f"prism-search resume tiny --storage {re.escape(tiny_config.storage)}"):
+            driver._db(lost)
