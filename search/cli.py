@@ -17,8 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, ATTR_CONFIG
-from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config
+from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config, resume_command
 from search.outputs import check_output, write_output
+from search.signals import sigterm_as_ctrl_c
 from search.storage import open_storage
 from search.urls import mask_url
 
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
     from search.study.lifecycle import PriorChoice
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
-console = Console()
-err = Console(stderr=True)
+# markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
+# read `[/x]` in a reference name as a tag and crash; the CLI styles nothing by markup
+console = Console(markup=False)
+err = Console(stderr=True, markup=False)
 
 StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
@@ -39,26 +42,32 @@ AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT
 
 
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: PriorChoice = None, retry_baselines: bool = False) -> None:
-    """Shared by `run` and `resume`: the study's lifecycle (search.study.lifecycle) runs it; here it is printed."""
+    """Shared by `run` and `resume`: the study's lifecycle (search.study.lifecycle) runs it; here it is printed.
+    Ctrl-C or SIGTERM at any moment (before Ray is up too) ends with exit code 130 and what to do next."""
     from search.study.lifecycle import execute
 
     try:
-        study, wall_s = execute(config, address, resume=resume, prior=prior, console=console, retry_baselines=retry_baselines)
+        with sigterm_as_ctrl_c():
+            study, wall_s = execute(config, address, resume=resume, prior=prior, console=console, retry_baselines=retry_baselines)
     except KeyboardInterrupt as interrupt:
-        err.print(
-            f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_hint(config)}",
-            soft_wrap=True,
-            highlight=False,
-        )
+        if _study_exists(config):
+            message = f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(config)}"
+        else:
+            message = f"interrupted before study {config.name!r} was created: nothing was stored; run it again to start it"
+        err.print(message, soft_wrap=True, highlight=False)
         raise typer.Exit(130) from interrupt
     _print_summary(study, wall_s)
 
 
-def resume_hint(config: StudyConfig) -> str:
-    """The command that continues a study; a password in its storage URL is never printed, so say where it goes."""
-    shown = mask_url(config.storage)
-    where = "   (your password in place of ***)" if shown != config.storage else ""
-    return f"prism-search resume {config.name} --storage {shown}{where}"
+def _study_exists(config: StudyConfig) -> bool:
+    """Whether the study was stored (its config is what marks it created): only then is there anything to resume."""
+    import optuna
+
+    try:
+        summaries = optuna.get_all_study_summaries(open_storage(config.storage, create=False))
+    except PrismSearchError:
+        return False
+    return any(s.study_name == config.name and ATTR_CONFIG in s.user_attrs for s in summaries)
 
 
 def _print_summary(study, wall_s: float | None) -> None:
@@ -274,8 +283,19 @@ def confirm(
     from search.study.lifecycle import confirm as confirm_study
 
     study = _stored(name, storage)
-    preflight(_with_overrides(stored_config(study), storage or DEFAULT_STORAGE, None, workers, track), address=address)
-    rows = confirm_study(study, top, seeds, workers, address, console, track)
+    config = _with_overrides(stored_config(study), storage or DEFAULT_STORAGE, None, workers, track)
+    preflight(config, address=address)
+    try:
+        with sigterm_as_ctrl_c():
+            rows = confirm_study(study, top, seeds, workers, address, console, track)
+    except KeyboardInterrupt as interrupt:
+        err.print(
+            f"interrupted: the confirmation runs finished so far are stored; run `prism-search confirm {name} --top {top} "
+            f"--seeds {seeds} --storage {mask_url(config.storage)}` again to train the rest",
+            soft_wrap=True,
+            highlight=False,
+        )
+        raise typer.Exit(130) from interrupt
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
 
@@ -544,7 +564,7 @@ def main() -> None:
 
 def _fail(message: str) -> NoReturn:
     """One line on stderr, exit code 2: every error the user can fix ends here."""
-    err.print(f"error: {' '.join(message.split())}", highlight=False, markup=False, soft_wrap=True)  # "[mlflow]" is text
+    err.print(f"error: {' '.join(message.split())}", highlight=False, soft_wrap=True)
     sys.exit(2)
 
 

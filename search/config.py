@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import json
+import re
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -20,10 +21,11 @@ from prism.config import MAX_SEED, MAX_STEPS, check_power_of_two
 from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
 MAX_SEEDS = 100  # baseline or confirmation seeds of one schedule; seeds stay below 2**32 past the study seed's offsets
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a single path component, never `.`, `..` or hidden
 
 
 class _Section(BaseModel):
@@ -229,15 +231,14 @@ class TrackingSection(_Section):
         for flag in flags:
             name, _, target = flag.partition("=")
             if name not in TRACKING_DEFAULTS:
-                raise ConfigError(
-                    f"--track {mask_url(flag)!r}: unknown tracker; use {', '.join(TRACKING_DEFAULTS)} (optionally NAME=TARGET)"
-                )
+                shown = f"{name}={mask_url(target)}" if target else name
+                raise ConfigError(f"--track {shown!r}: unknown tracker; use {', '.join(TRACKING_DEFAULTS)} (optionally NAME=TARGET)")
             update[name] = target or TRACKING_DEFAULTS[name]
         return TrackingSection.model_validate(self.model_dump() | update)
 
 
 class StudyConfig(_Section):
-    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$")
+    name: str = Field(min_length=1, max_length=100, description="the study's name, also a folder under checkpoint_dir and a dashboard URL")
     seed: int = Field(0, ge=0, le=MAX_SEED)
     n_trials: int = Field(10, gt=0, le=10**6)
     storage: str = DEFAULT_STORAGE
@@ -254,6 +255,14 @@ class StudyConfig(_Section):
     search: SearchSection = SearchSection()
     resources: ResourcesSection = ResourcesSection()
     tracking: TrackingSection = TrackingSection()
+
+    @field_validator("name")
+    @classmethod
+    def _one_path_component(cls, v: str) -> str:
+        """The name is a folder of checkpoint_dir and a URL path segment: `..` or `a/b` would leave both."""
+        if not _NAME.fullmatch(v):
+            raise ValueError(f"{v!r} is not a plain name (fix: letters, digits, '_', '.' and '-', starting with a letter, digit or '_')")
+        return v
 
     @field_validator("checkpoint_dir")
     @classmethod
@@ -312,7 +321,8 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         msg = f"{first.get('input')!r} is not valid; {msg[0].lower()}{msg[1:]}"
     elif "input" in first and not isinstance(first["input"], dict) and first["type"] != "value_error":
         msg = f"{msg} (got {first['input']!r})"
-    return mask_url(f"{source}: {where}: {msg}")
+    echoed = first.get("input")  # a misplaced URL (a password in another field) is masked wherever it is quoted
+    return mask_in(f"{source}: {where}: {msg}", echoed if isinstance(echoed, str) else None)
 
 
 def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:
@@ -329,10 +339,20 @@ def load_config(path: str | Path) -> StudyConfig:
     if not path.is_file():
         raise ConfigError(f"study config {str(path)!r} not found; pass the path of a .toml file such as studies/quickstart.toml")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a byte order mark some editors write
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: arrays or tables nested too deeply to read; fix: flatten them") from None
     return parse_config(data, str(path))
+
+
+def resume_command(config: StudyConfig) -> str:
+    """The command that continues a study, as every interrupted or failed run prints it; a password in its storage
+    URL is never printed, so it says where it goes."""
+    shown = mask_url(config.storage)
+    where = "   (your password in place of ***)" if shown != config.storage else ""
+    return f"prism-search resume {config.name} --storage {shown}{where}"
 
 
 def family_for(config: StudyConfig) -> ScheduleFamily:

@@ -29,7 +29,7 @@ class Progress:
     study: str
     target: int
     done_before: int = 0  # trials trained before this run
-    console: Console = field(default_factory=lambda: Console(stderr=False))
+    console: Console = field(default_factory=lambda: Console(stderr=False, markup=False))  # user text, never tags
     live: bool | None = None
 
     def __post_init__(self) -> None:

@@ -1,25 +1,85 @@
 """URLs as they may be shown or stored: credentials masked. Imports nothing of the project: storage, trackers and
-every display use it alike."""
+every display use it alike.
+
+One parser for every URL, SQLAlchemy's (RFC 1738, the one that connects to the database): it takes any
+`scheme://` URL, a tracker's `http://user:pw@host` included, and a password holding `#`, `?`, a space, a quote or
+a tab stays one field (`urllib` ends a password at `#` or `?`, and a regex at whatever it was not written for).
+`urllib` only splits what SQLAlchemy refuses (a port that is not a number), so that too prints masked.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
+
+import sqlalchemy
+from sqlalchemy.engine import URL
 
 MASK = "***"
+_SECRET_KEYS = ("pass", "pwd", "secret", "token")  # query parameters that hold a credential: ?password=, ?sslpassword=
 
-# the password of `user:pw@` or `:pw@`: up to the last `@` before the path, or, for one holding a raw `/`,
-# up to the first `@` (where SQLAlchemy ends it)
-# not anchored: URLs are masked inside messages and tracebacks too; a URL ends at whitespace or a quote
-_URL_PASSWORD = re.compile(r"([A-Za-z][\w+.-]*://[^:/?#@\s'\"]*):(?:[^/?#\s'\"]*|[^@?#\s'\"]*)@")
-_QUERY_SECRET = re.compile(r"([?&;][^=&#;]*(?:pass|pwd|secret|token)[^=&#;]*=)[^&#;]*", re.IGNORECASE)
+
+def parse_url(url: str) -> URL | None:
+    """`url` parsed, or None for what is not a `scheme://` URL (a tracker's folder). A raw `@` in a password, as
+    users type it, ends the password at the last `@` before the host."""
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return None
+    if parsed.host and "@" in parsed.host and parsed.password is not None:
+        rest, _, host = parsed.host.rpartition("@")
+        parsed = parsed.set(password=f"{parsed.password}@{rest}", host=host)
+    return parsed
+
+
+def _secrets(url: str) -> list[tuple[str, str]]:
+    """(text before, secret) pairs of `url`: `:` before a password, `KEY=` before a credential in the query. A URL
+    SQLAlchemy refuses (a port that is not a number) is still masked, as `urllib` splits it."""
+    parsed = parse_url(url)
+    query: Sequence[tuple[str, str | tuple[str, ...]]]
+    if parsed is not None:
+        password, query = parsed.password, list(parsed.query.items())
+    elif "://" in url:
+        split = urlsplit(url)
+        password, query = split.password, parse_qsl(split.query)
+    else:
+        return []
+    pairs = [(":", password)] if password else []
+    for key, value in query:
+        if any(word in key.lower() for word in _SECRET_KEYS):
+            pairs += [(f"{key}=", v) for v in ([value] if isinstance(value, str) else value)]
+    return [(before, v) for before, v in pairs if v and v != MASK]
+
+
+def _forms(secret: str) -> set[str]:
+    """A secret as typed, percent-encoded or form-encoded: the URL may hold any, and a client may quote any."""
+    return {secret, quote(secret, safe=""), quote_plus(secret), quote(secret)}
 
 
 def mask_url(url: str) -> str:
-    """Hide the credentials of a URL (`user:pw@`, `:pw@`, `?password=`, percent-encoded or not) wherever it is
-    printed, logged or stored: a study keeps its config, and anyone who can read the study could read them."""
-    return _QUERY_SECRET.sub(rf"\1{MASK}", _URL_PASSWORD.sub(rf"\1:{MASK}@", url))
+    """Hide the credentials of a URL (`user:pw@`, `:pw@`, `?password=`) wherever it is printed, logged or stored: a
+    study keeps its config, and anyone who can read the study could read them. The parser finds them; the rest of
+    the URL is kept exactly as written."""
+    for before, secret in _secrets(url):
+        for form in sorted(_forms(secret), key=len, reverse=True):
+            url = url.replace(f"{before}{form}", f"{before}{MASK}")
+    return url
+
+
+_URL_IN_TEXT = re.compile(r"[A-Za-z][\w+.-]*://[^\s'\"<>]+")  # where a URL may start in a message; the parser reads it
+
+
+def mask_in(text: str, url: str | None = None) -> str:
+    """`text` (an error message, a traceback) with the credentials of `url` masked in every form a client may
+    quote them, and those of any other URL written in it."""
+    for _, secret in _secrets(url) if url else []:
+        for form in _forms(secret):
+            text = text.replace(form, MASK)
+    return _URL_IN_TEXT.sub(lambda m: mask_url(m.group(0)), text)
 
 
 def lost_credentials(url: str) -> bool:
     """Whether `url` is a masked one, as a stored config keeps it: using it would log in with `***`."""
-    return MASK in url and mask_url(url) == url
+    parsed = parse_url(url)
+    return parsed is not None and (parsed.password == MASK or MASK in parsed.query.values())

@@ -76,6 +76,9 @@ FORBIDDEN = {
     "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
     "search.urls": ("search", "prism", "optuna", "ray", "torch"),  # URL masking: storage, trackers and displays alike
     "search.outputs": _SERVICE + ("search.config", "prism", "optuna", "ray", "torch"),  # atomic writes of every output file
+    # SIGTERM as Ctrl-C (the CLI, lifecycle, dashboard) and valid JSON out (export, dashboard): nothing of the project
+    "search.signals": ("search", "prism", "optuna", "ray", "torch"),
+    "search.jsonout": ("search", "prism", "optuna", "ray", "torch"),
     "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
     "search.references": _SERVICE + ("search.config",),
     "search.config": _SERVICE,

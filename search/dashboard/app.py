@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socketserver
 import sys
 import threading
@@ -25,8 +26,9 @@ from search.config import PrismSearchError
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
 from search.errors import StorageUnreachable
-from search.storage import StorageError, cached, open_storage
-from search.urls import mask_url
+from search.signals import sigterm_as_ctrl_c
+from search.storage import StorageError, cached, dispose, open_storage
+from search.urls import mask_in, mask_url
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -62,6 +64,14 @@ class Dashboard:
                 self._storage = open_readonly(self.url)
             return self._storage
 
+    def close(self) -> None:
+        """Close the database connections: the last one to close a SQLite file in WAL mode folds the log back into
+        it and removes its -wal and -shm files."""
+        with self._lock:
+            if self._storage is not None:
+                dispose(self._storage)
+                self._storage = None
+
     def study_names(self) -> list[str]:
         return [s.study_name for s in self.storage().get_all_studies()]
 
@@ -78,7 +88,7 @@ class Dashboard:
             for name in self.study_names():
                 self.view(name)
         except Exception as e:  # the first request will show the same problem as a page
-            log.warning("warm-up of %s failed: %s", self.masked, mask_url(str(e).splitlines()[0] if str(e) else repr(e)))
+            log.warning("warm-up of %s failed: %s", self.masked, mask_in(str(e).splitlines()[0] if str(e) else repr(e), self.url))
 
     # -- WSGI --------------------------------------------------------------------------------------------
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
@@ -92,7 +102,7 @@ class Dashboard:
             hint = f'<a href="{root}">all studies</a>'
             status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
         except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:  # down, empty, damaged: may be fixed while we serve
-            message = mask_url(str(e).splitlines()[0]) if str(e) else type(e).__name__
+            message = mask_in(str(e).splitlines()[0], self.url) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
             down = isinstance(e, (StorageUnreachable, sqlalchemy.exc.OperationalError))
             status = "503 Service Unavailable"
@@ -106,7 +116,7 @@ class Dashboard:
             )
             kind = "text/html"
         except Exception:  # a bug: log it for the operator, show a page without internals to the browser
-            log.error("dashboard error on %s\n%s", path, mask_url(traceback.format_exc().rstrip()))
+            log.error("dashboard error on %s\n%s", path, mask_in(traceback.format_exc().rstrip(), self.url))
             status, kind = "500 Internal Server Error", "text/html"
             body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
         return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")
@@ -119,14 +129,14 @@ class Dashboard:
         if parts == ["static", "plotly.min.js"]:
             return ok, pages.plotly_js(), "application/javascript"
         if parts == ["api", "stamp"]:
-            names = query.get("study") or self.study_names()
+            names = list(dict.fromkeys(query.get("study") or self.study_names()))  # each study read once, however often named
             stamp = "-".join(self.view(n).stamp for n in names) or "empty"
             return ok, json.dumps({"stamp": stamp}), "application/json"
         if parts[0] == "study" and len(parts) == 2:
             return ok, pages.study_page(self.view(parts[1]), self.masked, root), "text/html"
         if parts[0] == "study" and len(parts) == 4 and parts[2] == "trial":
             view = self.view(parts[1])
-            row = view.row(int(parts[3])) if parts[3].isdigit() else None
+            row = view.row(int(parts[3])) if _TRIAL_NUMBER.fullmatch(parts[3]) else None
             if row is None:
                 raise _NotFound(f"study {view.name!r} has no trial {parts[3]!r} (trials 0–{len(view.rows) - 1})")
             return ok, pages.trial_page(view, row, self.masked, root), "text/html"
@@ -139,6 +149,9 @@ class Dashboard:
         headers.append(("Cache-Control", "max-age=86400" if kind == "application/javascript" else "no-store"))
         start_response(status, headers)
         return [] if head else [data]
+
+
+_TRIAL_NUMBER = re.compile("[0-9]+")  # ASCII only: str.isdigit() also takes "²" (which int() refuses) and "٣" (which it reads as 3)
 
 
 def _segments(environ: dict) -> list[str]:
@@ -222,8 +235,11 @@ def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080, out=sys.s
         print(warning, file=out)
     print(f"{name} on http://{host}:{server.server_port}/ reading {mask_url(storage_url)} (Ctrl-C stops)", file=out)
     try:
-        server.serve_forever()
+        with sigterm_as_ctrl_c():
+            server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+        if not stock:
+            dashboard.close()

@@ -7,10 +7,10 @@ gaps), never one trace per trial.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime
 
+from search import jsonout
 from search.analysis.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
 from search.analysis.summary import pareto_front
 from search.attrs import ROLE_BASELINE, ROLE_REFERENCE, ROLE_SEARCH
@@ -45,7 +45,7 @@ class Figure(dict):
         self["layout"].setdefault("yaxis", {}).update(kw)
 
     def to_json(self) -> str:
-        return json.dumps(self, separators=(",", ":"), allow_nan=False)
+        return jsonout.dumps(self, separators=(",", ":"))
 
 
 def _time(t: datetime) -> str:

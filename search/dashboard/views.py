@@ -43,7 +43,6 @@ from search.attrs import (
 from search.config import ConfigError, PrismSearchError, StudyConfig
 from search.storage import scratch_study, trial_id
 from search.storage.records import stored_config
-from search.urls import mask_url
 
 
 @dataclass(frozen=True)
@@ -247,7 +246,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
     try:
         config = stored_config(study)
     except ConfigError as e:  # a config this version cannot read (another version's fields): show what Optuna has
-        config_error = mask_url(str(e))
+        config_error = str(e)  # masked by the config loader
     except PrismSearchError:
         pass  # a plain Optuna study
     summary = summarize(study) if config is not None else None

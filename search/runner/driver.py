@@ -44,7 +44,7 @@ from search.attrs import (
     THROUGHPUT_RATIO,
     WORKER,
 )
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig, family_for, resume_command
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
 from search.runner import cache
@@ -189,7 +189,7 @@ class Driver:
                     raise DatabaseUnavailable(
                         f"database unreachable after {len(DB_RETRY_DELAYS_S)} retries over "
                         f"{sum(DB_RETRY_DELAYS_S):.0f} s ({type(e).__name__}); bring it back, then "
-                        f"`prism-search resume {self.config.name}`"
+                        f"`{resume_command(self.config)}`"
                     ) from None
                 if self.progress:
                     self.progress.note(f"database error ({type(e).__name__}); retrying in {delay:.1f} s")
@@ -337,7 +337,7 @@ class Driver:
             path = save_undelivered(self.config.name, job.trial.number, state, values, result_attrs(result))
             raise DatabaseUnavailable(
                 f"database unreachable; the result of trial {job.trial.number} is kept in {path}. Bring the "
-                f"database back, then `prism-search resume {self.config.name}` stores it"
+                f"database back, then `{resume_command(self.config)}` stores it"
             ) from None
         self._db(keep_checkpoints, self.study, self.config)
         self._track(job.trial)

@@ -3,10 +3,8 @@ few Optuna internals the service needs (search.storage._optuna: import them from
 
 import optuna
 
-from search.storage._optuna import cached, is_enqueued, scratch_study, stale_trial_ids, storage_of, storage_url, trial_id
+from search.storage._optuna import cached, dispose, is_enqueued, scratch_study, stale_trial_ids, storage_of, storage_url, trial_id
 from search.storage.database import (
-    GRACE_PERIOD_S,
-    HEARTBEAT_INTERVAL_S,
     StorageError,
     check_lasting,
     check_url,
@@ -19,10 +17,9 @@ from search.storage.database import (
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 __all__ = [
-    "GRACE_PERIOD_S",
-    "HEARTBEAT_INTERVAL_S",
     "StorageError",
     "cached",
+    "dispose",
     "check_lasting",
     "check_url",
     "creation_lock",

@@ -83,6 +83,11 @@ def cached(storage: optuna.storages.RDBStorage) -> optuna.storages.BaseStorage:
     return optuna.storages._CachedStorage(storage)
 
 
+def dispose(storage: optuna.storages.BaseStorage) -> None:
+    """Close every pooled connection of an RDBStorage, cached or not."""
+    getattr(storage, "_backend", storage).engine.dispose()
+
+
 def schema_tables() -> set[str]:
     """The tables Optuna's RDBStorage creates when it opens a database (besides Alembic's `alembic_version`)."""
     return set(models.BaseModel.metadata.tables)

@@ -23,18 +23,29 @@ import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
 from search.storage._optuna import schema_revisions, schema_tables
-from search.urls import mask_url
+from search.urls import mask_in, mask_url, parse_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 # the driver records heartbeats itself (ask/tell has none of its own), which is what Optuna warns about
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
-# A trial whose driver sent no heartbeat for GRACE_PERIOD_S is taken as lost. Overridable from the environment
+# A trial whose driver sent no heartbeat for the grace period is taken as lost. Overridable from the environment
 # (tests shorten them; a cluster on a slow network may lengthen them).
-HEARTBEAT_INTERVAL_S = int(os.environ.get("PRISM_SEARCH_HEARTBEAT_S", 10))
-GRACE_PERIOD_S = int(os.environ.get("PRISM_SEARCH_GRACE_S", 30))
+HEARTBEAT_DEFAULTS_S = {"PRISM_SEARCH_HEARTBEAT_S": 10, "PRISM_SEARCH_GRACE_S": 30}
 CREATE_ATTEMPTS = 4  # opening a database whose schema another client is creating: tries, 0.5 s, 1 s, 1.5 s apart
+
+
+def heartbeat_seconds() -> tuple[int, int]:
+    """(heartbeat interval, grace period) from the environment, read when a storage opens (not at import: a bad
+    value must not break `--help`), each a whole number of seconds >= 1."""
+    values = []
+    for variable, default in HEARTBEAT_DEFAULTS_S.items():
+        text = os.environ.get(variable, str(default))
+        if not text.strip().isascii() or not text.strip().isdigit() or int(text) < 1:
+            raise StorageError(f"{variable}={text!r} is not a whole number of seconds >= 1; fix: unset it or set e.g. {default}")
+        values.append(int(text))
+    return values[0], values[1]
 
 
 def check_url(url: str) -> None:
@@ -74,7 +85,7 @@ def _check_reachable(url: str) -> None:
         with engine.connect():
             pass
     except sqlalchemy.exc.OperationalError as e:
-        reason = _first_line(e)
+        reason = mask_in(_first_line(e), url)  # a driver's message may quote the password
         raise StorageUnreachable(f"storage {mask_url(url)!r} is unreachable ({reason}); start the database or fix --storage") from None
     finally:
         engine.dispose()
@@ -118,9 +129,10 @@ def driver_lock(url: str) -> Iterator[None]:
     if path is None:
         yield
         return
+    heartbeat_seconds()  # a bad setting, like a damaged file, fails before a lock file appears beside it
     _check_reachable(url)
-    _check_schema(url, create=True)  # a damaged file fails before a lock file appears beside it
-    with _lock_file(url, f"{path}.driver.lock") as lock:
+    _check_schema(url, create=True)
+    with _lock_file(url, f"{path.resolve()}.driver.lock") as lock:  # the real file's: a symlink or `./` is the same file
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -148,7 +160,9 @@ _LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search creation").digest()[:8]
 
 
 def _sqlite_file(url: str) -> Path | None:
-    path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else ""
+    """The file of a SQLite URL as the parser reads it (`?timeout=30` is no part of the name); None for memory."""
+    parsed = parse_url(url) if url.startswith("sqlite:///") else None
+    path = parsed.database if parsed else None
     return Path(path) if path and path != ":memory:" else None
 
 
@@ -261,6 +275,7 @@ _START_HINT = "fix: start a study with `prism-search run STUDY.toml --storage UR
 def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
     """Optuna's RDBStorage on `url`, with heartbeats. `create=False` for reading commands (status, export, the
     dashboard...): the database must already hold Optuna's schema, and nothing is written to it."""
+    heartbeat_s, grace_s = heartbeat_seconds()
     _check_reachable(url)
     _check_schema(url, create)
     sqlite_file = _sqlite_file(url)
@@ -280,8 +295,8 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
             storage = optuna.storages.RDBStorage(
                 url,
                 engine_kwargs=engine_kwargs,
-                heartbeat_interval=HEARTBEAT_INTERVAL_S,
-                grace_period=GRACE_PERIOD_S,
+                heartbeat_interval=heartbeat_s,
+                grace_period=grace_s,
                 skip_table_creation=not create,
             )
             break

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 
 
 def _comparable(config: StudyConfig) -> dict:
-    """The parts of a config that must not change over a study's life (trial count, storage, workers may)."""
-    return config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir"})
+    """The parts of a config that must not change over a study's life (trial count, storage, workers, where
+    checkpoints go and which trackers log may)."""
+    return config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir", "tracking"})
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
 import optuna
 
+from search import jsonout
 from search.analysis.constraints import is_feasible
 from search.attrs import (
     DUPLICATE_ATTR,
@@ -56,7 +56,7 @@ def rows(study: optuna.Study) -> list[dict]:
 def render(study: optuna.Study, fmt: str) -> str:
     data = rows(study)
     if fmt == "json":
-        return json.dumps(data, indent=2)
+        return jsonout.dumps(data, indent=2)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(data[0]) if data else ["number"], lineterminator="\n")
     writer.writeheader()

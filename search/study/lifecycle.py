@@ -12,11 +12,8 @@ Ray, the driver and torch load inside the functions that train: importing this m
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +29,7 @@ from search.config import StudyConfig, family_for
 from search.errors import AuditError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
+from search.signals import sigterm_as_ctrl_c
 from search.storage import creation_lock, driver_lock, open_storage, storage_url
 from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
@@ -173,21 +171,6 @@ def confirm(
                 return run_confirmation(study, config, fingerprint, top, seeds, n_workers, progress)
         finally:
             progress.close()
-
-
-@contextlib.contextmanager
-def sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM (kill, systemd, Kubernetes, `ray job stop`) stops a run exactly like Ctrl-C: trials queued again,
-    the resume command printed. Installed after ray.init, whose own handler exits without either."""
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _seed_with_prior(study: optuna.Study, config: StudyConfig, prior: PriorChoice, fingerprint: str, progress) -> None:

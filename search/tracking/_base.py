@@ -24,7 +24,7 @@ from search.attrs import (
     WALL_TIME_S,
     heads_attr,
 )
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 logger = logging.getLogger("search.tracking")
 
@@ -98,5 +98,5 @@ class Tracker(ABC):
                 mask_url(self.target),
                 trial.number,
                 type(e).__name__,
-                mask_url(str(e).splitlines()[0]) if str(e) else "",  # a client's error may quote the URI
+                mask_in(str(e).splitlines()[0], self.target) if str(e) else "",  # a client's error may quote the URI
             )

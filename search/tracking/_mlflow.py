@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import time
 
@@ -26,6 +27,8 @@ class MLflowTracker(Tracker):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # a folder was asked for: MLflow 3 refuses by default
         from mlflow.tracking import MlflowClient
 
+        # MLflow logs a warning per retry (dozens of lines for a store it cannot open): ours is the one that counts
+        logging.getLogger("mlflow").setLevel(logging.ERROR)
         return MlflowClient(tracking_uri=self.target)
 
     def _parent(self, study_name: str) -> tuple[str, str]:

@@ -112,9 +112,9 @@ def test_driver_sigkill_at_a_random_moment_then_resume(tmp_path, study_toml):
 @pytest.fixture
 def fast_heartbeat(monkeypatch):
     """FAST_HEARTBEAT for the storages this process opens: a lost driver's trials go stale in seconds."""
-    monkeypatch.setattr(database, "HEARTBEAT_INTERVAL_S", int(FAST_HEARTBEAT["PRISM_SEARCH_HEARTBEAT_S"]))
-    monkeypatch.setattr(database, "GRACE_PERIOD_S", int(FAST_HEARTBEAT["PRISM_SEARCH_GRACE_S"]))
-    return database.GRACE_PERIOD_S
+    for variable, value in FAST_HEARTBEAT.items():
+        monkeypatch.setenv(variable, value)
+    return database.heartbeat_seconds()[1]
 
 
 def _one_worker_study(tiny_config, n_trials):

@@ -110,10 +110,10 @@ def test_tracking_uris_are_stored_masked_and_resume_or_confirm_asks_for_them_aga
 
 
 def test_the_resume_command_printed_after_an_interrupt_says_where_the_masked_password_goes(tiny_config):
-    from search.cli import resume_hint
+    from search.config import resume_command
 
     with_password = tiny_config.model_copy(update={"storage": "postgresql+psycopg://prism:s3cret@db/studies"})
-    assert resume_hint(with_password) == (
+    assert resume_command(with_password) == (
         "prism-search resume tiny --storage postgresql+psycopg://prism:***@db/studies   (your password in place of ***)"
     )
-    assert resume_hint(tiny_config) == f"prism-search resume tiny --storage {tiny_config.storage}"
+    assert resume_command(tiny_config) == f"prism-search resume tiny --storage {tiny_config.storage}"
