@@ -197,6 +197,18 @@ NUMBERS_AND_PATHS = [
     Case("report-to-folder", ("report", "tiny", "-o", "out"), ("-o 'out' is a folder",), files={"out/keep.txt": "x"}),
     Case("audit-to-folder", ("audit", "tiny:0", "-o", "out"), ("-o 'out' is a folder",), files={"out/keep.txt": "x"}),
     Case("audit-html-in-missing-folder", ("audit", "tiny:0", "--html", "missing/p.html"), ("--html 'missing/p.html'", "does not exist")),
+    Case(
+        "prior-malformed-zones",
+        ("prior", "p.json", "T"),
+        ("zones are malformed", "zones.0"),
+        files={"p.json": '{"format": "prism-profile/1", "n_layer": 3, "zones": [{"depth": "deep"}]}'},
+    ),
+    Case(
+        "prior-zones-not-a-list",
+        ("prior", "p.json", "T"),
+        ("zones are malformed",),
+        files={"p.json": '{"format": "prism-profile/1", "n_layer": 3, "zones": 7}'},
+    ),
     Case("prior-to-device", ("prior", "p.json", "T", "-o", "/dev/full"), ("-o '/dev/full'", "not a file")),
     Case("schedule-overflow", ("train", "1x99999999999999999999", "--config", "T"), ("1x99999999999999999999", "n_layer")),
     Case("schedule-billion-layers", ("train", "1x1000000000", "--config", "T"), ("1x1000000000", "n_layer=3")),
