@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
 from prism import Schedule, ScheduleError, validate
 from search.config import StudyConfig, family_for
 from search.errors import PriorError
@@ -19,12 +21,12 @@ PRIOR_FORMAT = "prism-prior/1"
 
 def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
     """Map a profile onto the study's family (see search.priors.mapping); the result is the prior file's JSON."""
-    if profile["n_layer"] != config.model.n_layer:
+    if profile.get("n_layer") != config.model.n_layer:
         raise PriorError(
-            f"the profile is of a {profile['n_layer']}-layer model, the study {config.name!r} has "
+            f"the profile is of a {profile.get('n_layer')}-layer model, the study {config.name!r} has "
             f"model.n_layer={config.model.n_layer}; audit a model of the study's depth"
         )
-    zones = [Zone(**z) for z in profile["zones"]]
+    zones = _zones(profile)
     ranked = rank_schedules(family_for(config), config.baseline.heads[0], zones, top_k)
     onset, late = onset_and_late(zones)
     return {
@@ -38,6 +40,21 @@ def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
         "late": late.to_dict() if late else None,
         "schedules": [r.to_dict() for r in ranked],
     }
+
+
+def _zones(profile: dict) -> list[Zone]:
+    """The profile's transition zones, each field of its declared type (a hand-edited profile gets one line)."""
+    try:
+        return _ZONES.validate_python(profile.get("zones"), strict=False)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise PriorError(
+            f"the profile's zones are malformed (zones.{where}: {first['msg']}); write the profile again with `prism-search audit`"
+        ) from None
+
+
+_ZONES = TypeAdapter(list[Zone])
 
 
 def read_prior(path: str | Path, config: StudyConfig) -> dict:

@@ -250,8 +250,11 @@ class Driver:
         assert self.racing is not None
         trials = self._db(self.study.get_trials, deepcopy=False)
         b = budget(trials, self.config.seed)
-        for schedule, seed in self.racing.next_runs(trials)[: max(0, target - b.trained - b.running - b.waiting)]:
+        runs = self.racing.next_runs(trials)[: max(0, target - b.trained - b.running - b.waiting)]
+        for schedule, seed in runs:
             self._db(enqueue, self.study, self.family, Schedule.parse(schedule), role=ROLE_RACE, seed=seed)
+        if runs and self.progress:
+            self.progress.note("racing: queued " + ", ".join(f"{schedule} at seed {seed}" for schedule, seed in runs))
 
     def _ask(self) -> optuna.Trial:
         """A new trial, known to this driver before Ctrl-C or SIGTERM can act: one that landed inside `ask` (after the

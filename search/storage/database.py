@@ -8,6 +8,7 @@ a driver that died.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -180,8 +181,14 @@ def _new_sqlite_database(path: Path) -> None:
         with contextlib.closing(sqlite3.connect(temp)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
         optuna.storages.RDBStorage(f"sqlite:///{temp}", engine_kwargs={"poolclass": sqlalchemy.pool.NullPool}).engine.dispose()
-        with contextlib.suppress(FileExistsError):
+        try:
             os.link(temp, path)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP):
+                raise
+            os.rename(temp, path)  # a file system without hard links: a rename (a file made meanwhile is replaced)
     finally:
         for leftover in (temp, temp.with_name(temp.name + "-wal"), temp.with_name(temp.name + "-shm")):
             with contextlib.suppress(FileNotFoundError):

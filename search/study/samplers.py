@@ -140,10 +140,13 @@ class DistinctSampler(_Wrapper):
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         taken = taken_schedules(study, self.seed)
+        params: dict[str, Any] = {}
         for _ in range(self.REDRAWS):
-            params = self._draw(study, trial)
+            previous, params = params, self._draw(study, trial)
             if str(self.decode(params)) not in taken:
                 return params
+            if params == previous:
+                break  # a deterministic proposal (GP's acquisition optimum): drawing again repeats it
         untried = [self.family.params_for(s) for s in self.family.enumerate() if str(s) not in taken]
         if not untried:
             return params  # the space runs short: the duplicate cache serves it

@@ -119,14 +119,14 @@ NUMBERS_AND_PATHS = [
     Case("n-trials-past-bound", ("run", "T", "--n-trials", "10000000000"), ("n_trials", "less than")),
     Case("confirm-seeds-past-bound", ("confirm", "tiny", "--seeds", "1000"), ("--seeds",)),
     Case(
-        "address-auto",
-        ("run", "T", "--address", "auto", "--storage", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
-        ("--address", "HOST:PORT"),
+        "address-ray-client-nobody-answers",
+        ("run", "T", "--address", "ray://127.0.0.1:1", "--storage", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+        ("--address ray://127.0.0.1:1", "no Ray head answers"),
     ),
     Case(
-        "address-ray-client",
-        ("run", "T", "--address", "ray://127.0.0.1:10001", "--storage", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
-        ("--address", "HOST:PORT"),
+        "address-bad-port",
+        ("run", "T", "--address", "10.0.0.5:99999", "--storage", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+        ("HOST:PORT",),
     ),
     Case(
         "address-nobody-answers",
@@ -197,6 +197,18 @@ NUMBERS_AND_PATHS = [
     Case("report-to-folder", ("report", "tiny", "-o", "out"), ("-o 'out' is a folder",), files={"out/keep.txt": "x"}),
     Case("audit-to-folder", ("audit", "tiny:0", "-o", "out"), ("-o 'out' is a folder",), files={"out/keep.txt": "x"}),
     Case("audit-html-in-missing-folder", ("audit", "tiny:0", "--html", "missing/p.html"), ("--html 'missing/p.html'", "does not exist")),
+    Case(
+        "prior-malformed-zones",
+        ("prior", "p.json", "T"),
+        ("zones are malformed", "zones.0"),
+        files={"p.json": '{"format": "prism-profile/1", "n_layer": 3, "zones": [{"depth": "deep"}]}'},
+    ),
+    Case(
+        "prior-zones-not-a-list",
+        ("prior", "p.json", "T"),
+        ("zones are malformed",),
+        files={"p.json": '{"format": "prism-profile/1", "n_layer": 3, "zones": 7}'},
+    ),
     Case("prior-to-device", ("prior", "p.json", "T", "-o", "/dev/full"), ("-o '/dev/full'", "not a file")),
     Case("schedule-overflow", ("train", "1x99999999999999999999", "--config", "T"), ("1x99999999999999999999", "n_layer")),
     Case("schedule-billion-layers", ("train", "1x1000000000", "--config", "T"), ("1x1000000000", "n_layer=3")),
@@ -219,3 +231,10 @@ NUMBERS_AND_PATHS = [
 @pytest.mark.parametrize("case", NUMBERS_AND_PATHS, ids=lambda c: c.id)
 def test_numbers_schedules_and_outputs(case, tmp_path, monkeypatch, capsys):
     run_case(case, tmp_path, monkeypatch, capsys)
+
+
+def test_address_auto_where_no_head_answers(tmp_path, monkeypatch, capsys):
+    """`auto` means $RAY_ADDRESS when set (else whatever cluster runs here, which a test cannot rule out)."""
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    args = ("run", "T", "--address", "auto", "--storage", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    run_case(Case("address-auto", args, ("--address auto", "no Ray head answers at ", ":1 (")), tmp_path, monkeypatch, capsys)

@@ -207,6 +207,7 @@ def test_racing_study_is_interrupted_resumes_and_ends_with_every_race_run_stored
             break
     out = "".join(lines) + proc.communicate(timeout=120)[0]
     assert proc.returncode == 130, out
+    assert "racing: queued" in out, out
     proc = _cli("resume", "tiny", "--storage", url)
     out = proc.communicate(timeout=600)[0]
     assert proc.returncode == 0, out

@@ -47,10 +47,18 @@ def test_cluster_with_sqlite_is_refused_before_anything(tmp_path, command):
     assert not db.exists()  # refused before the storage was opened (opening creates the file)
 
 
-def test_check_cluster_accepts_network_storage_and_names_a_bad_address():
+def test_check_cluster_accepts_network_storage_and_an_answering_head_and_names_a_bad_address(monkeypatch):
     check_cluster(None, "sqlite:///local.db")  # a local run may use SQLite
-    check_cluster("10.0.0.5:6380", "postgresql+psycopg://u@db:5432/prism")
-    check_cluster("auto", "postgresql+psycopg://u@db:5432/prism")
+    with socket.socket() as head:  # anything that accepts a TCP connection passes the check; Ray itself says the rest
+        head.bind(("0.0.0.0", 0))  # every interface: `auto` resolves 127.0.0.1 to the node's own address
+        head.listen()
+        port = head.getsockname()[1]
+        check_cluster(f"127.0.0.1:{port}", "postgresql+psycopg://u@db:5432/prism")
+        check_cluster(f"ray://127.0.0.1:{port}", "postgresql+psycopg://u@db:5432/prism")
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")  # what `auto` reads first
+        check_cluster("auto", "postgresql+psycopg://u@db:5432/prism")
+    with pytest.raises(ClusterError, match=r"--address 127.0.0.1:\d+: no Ray head answers"):
+        check_cluster(f"127.0.0.1:{port}", "postgresql+psycopg://u@db:5432/prism")  # closed now
     with pytest.raises(ClusterError, match=r"--address '10.0.0.5' is not HOST:PORT"):
         check_cluster("10.0.0.5", "postgresql+psycopg://u@db:5432/prism")
 
