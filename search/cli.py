@@ -116,6 +116,8 @@ def _print_summary(study, wall_s: float | None) -> None:
         table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung.text())
     if s.pruning_from:
         table.add_row("pruning starts", s.pruning_from)
+    for schedule, standing in s.race.items():
+        table.add_row(f"race {schedule}", standing)
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
     if wall_s is not None and s.verdict.command:

@@ -22,6 +22,7 @@ from search.analysis.blocked import ScheduleGap, many_to_one
 from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
+from search.analysis.racing import Racing
 from search.analysis.stats import PairedGap, paired_gap, tokens_text
 from search.analysis.verdict import Decision, Verdict, decide
 from search.attrs import (
@@ -128,6 +129,7 @@ class Summary:
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
+    race: dict[str, str] = field(default_factory=dict)  # racing studies: where each schedule stands in the race
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -442,6 +444,7 @@ def summarize(study: optuna.Study) -> Summary:
         confirmation=confirmation_rows(trials, baseline),
         fidelity=rung_agreement,
         pruning_from=_pruning_text(rung_agreement, config, len(curves)),
+        race=Racing(config).race(trials).standing if config.search.racing else {},
         failed_runs=[
             f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
             for (role, schedule, seed), t in failed_for_good(trials).items()

@@ -147,7 +147,7 @@ class Stopping(Protocol):
 
 class Racing(Protocol):
     """Decides between trials which schedules to run again on which paired seeds; the study picks it
-    (search.study.racing)."""
+    (search.analysis.racing)."""
 
     def next_runs(self, trials: Sequence[optuna.trial.FrozenTrial]) -> list[tuple[str, int]]: ...
 

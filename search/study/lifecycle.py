@@ -23,6 +23,7 @@ from rich.console import Console
 
 from prism import Schedule
 from search.analysis.budget import budget, exhausted
+from search.analysis.racing import Racing
 from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
 from search.config import StudyConfig, family_for
@@ -35,7 +36,6 @@ from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
 from search.study.pruning import make_stopping
-from search.study.racing import Racing
 from search.study.samplers import narrowed, reachable_target
 
 

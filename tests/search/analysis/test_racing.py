@@ -2,7 +2,7 @@
 
 import pytest
 
-from search.study.racing import Race, Run, decide, ladder
+from search.analysis.racing import Race, Run, decide, ladder
 
 U = "2x4"  # uniform
 SEEDS = [0, 1, 2, 3, 4, 5, 6, 7]

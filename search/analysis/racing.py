@@ -16,7 +16,7 @@ lucky one. Racing (SMAC3's intensification, paired here) runs a promising challe
 
 `decide` is a pure function of the stored runs: the driver asks it between trials what to queue (race runs are
 ordinary trials queued with fixed params, role `race` and their seed), so a killed and resumed study picks the race
-up where its stored runs left it.
+up where its stored runs left it; `status` and the dashboard read the same function for where each schedule stands.
 """
 
 from __future__ import annotations
