@@ -30,7 +30,8 @@ import numpy as np
 import optuna
 
 from search.analysis.blocked import many_to_one
-from search.analysis.racing import Run, decide as race
+from search.analysis.racing import Run
+from search.analysis.racing import decide as race
 from search.analysis.summary import study_runs
 from search.analysis.verdict import decide
 from search.storage.records import stored_config

@@ -18,7 +18,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.analysis.blocked import ScheduleGap, many_to_one
+from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
 from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
@@ -339,18 +339,16 @@ def _fidelity(key: tuple, reduction_factor: int, best: str | None) -> list[RungA
 def auto_pruning_start(trials: list[FrozenTrial], config: StudyConfig) -> int | None:
     """`min_resource_evals = "auto"`: the training tokens from which the study's own complete curves say rungs rank
     schedules reliably (search.analysis.fidelity.pruning_start), re-read as trials finish. None: nowhere yet."""
-    start = pruning_start(fidelity(full_curves(trials), config.search.reduction_factor, best_by_mean(trials, config)))
+    baseline = str(config.baseline)
+    best = best_by_mean(many_to_one(study_runs(trials, config), baseline), baseline)
+    start = pruning_start(fidelity(full_curves(trials), config.search.reduction_factor, best))
     return start.tokens if start else None
 
 
-def best_by_mean(trials: list[FrozenTrial], config: StudyConfig) -> str | None:
-    """The schedule with the best paired mean gap to uniform (uniform itself when nothing beats it)."""
-    ranking = schedule_ranking(trials, config)
-    if not ranking:
-        return None
-    gaps = many_to_one(study_runs(trials, config), str(config.baseline))
-    leader = gaps.gap(ranking[0])
-    return str(config.baseline) if leader is None or leader.paired_mean > 0 else ranking[0]
+def best_by_mean(family: ManyToOne, baseline: str) -> str:
+    """The schedule with the best paired mean gap to uniform; uniform itself when nothing beats it."""
+    leader = family.gaps[0] if family.gaps else None
+    return baseline if leader is None or leader.paired_mean > 0 else leader.schedule
 
 
 def _pruning_text(rungs: list[RungAgreement] | None, config: StudyConfig, n_curves: int) -> str | None:
@@ -369,7 +367,7 @@ def _pruning_text(rungs: list[RungAgreement] | None, config: StudyConfig, n_curv
 def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str]:
     """Schedules other than uniform, best paired mean gap to uniform (over every seed they ran) first: what `confirm
     --top` re-trains and what the verdict names."""
-    return [g.schedule for g in decide(study_runs(trials, config), str(config.baseline), {}, config.search.margin).family.gaps]
+    return [g.schedule for g in many_to_one(study_runs(trials, config), str(config.baseline)).gaps]
 
 
 def summarize(study: optuna.Study) -> Summary:
@@ -387,14 +385,11 @@ def summarize(study: optuna.Study) -> Summary:
     gaps = list(decision.family.gaps)
     leader = gaps[0] if gaps else None
     uniform_wins = leader is None or leader.paired_mean > 0
-    baseline_seeds = tuple(sorted(seed for s, seed in runs if s == baseline))
-    if leader is None and not baseline_seeds:  # nothing paired yet: the best run at the study seed
+    if gaps or (baseline, config.seed) in runs:
+        best_schedule: str | None = best_by_mean(decision.family, baseline)
+    else:  # no uniform run to pair with yet: the best run at the study seed
         best_schedule = competing[0].user_attrs.get(SCHEDULE) if competing else None
-    else:
-        best_schedule = baseline if uniform_wins else leader.schedule if leader else None
-    best_seeds = baseline_seeds if best_schedule == baseline else leader.seeds if leader else ()
-    if best_schedule is not None and not best_seeds:
-        best_seeds = tuple(sorted(seed for s, seed in runs if s == best_schedule))
+    best_seeds = tuple(sorted(seed for s, seed in runs if s == best_schedule))
     best_trial = _trial_of(competing, complete, best_schedule, config.seed)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
     n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing} | {g.schedule for g in gaps} | {baseline})
