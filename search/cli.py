@@ -10,6 +10,8 @@ import json
 import sys
 from typing import NoReturn
 
+import optuna
+import sqlalchemy
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -19,7 +21,7 @@ from search.attrs import ATTR_CONFIG
 from search.config import DEFAULT_STORAGE, PrismSearchError, StudyConfig, load_config, resume_command
 from search.signals import sigterm_as_ctrl_c
 from search.storage import open_storage
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 # markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
@@ -516,6 +518,8 @@ def main() -> None:
         code = app(prog_name="prism-search", standalone_mode=False)  # returns the exit code of a typer.Exit
     except PrismSearchError as e:
         _fail(str(e))
+    except (sqlalchemy.exc.DBAPIError, optuna.exceptions.StorageInternalError) as e:
+        _fail(_database_failure(e))
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -524,6 +528,20 @@ def main() -> None:
         ctx = getattr(e, "ctx", None)
         _fail(f"{e.format_message()} (fix: see `{ctx.command_path if ctx else 'prism-search'} --help`)")
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _database_failure(e: Exception) -> str:
+    """A database that fails under a command (a corrupted page, a lock another process holds past the wait): the
+    driver's own error, one line; what was stored stays as it was."""
+    cause = e if isinstance(e, sqlalchemy.exc.DBAPIError) else (e.__cause__ or e)
+    orig = getattr(cause, "orig", None) or cause
+    reason = mask_in(str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__)
+    fix = (
+        "wait for the other process that holds it, then run the command again"
+        if "locked" in reason
+        else "restore the database from a backup, or point --storage at another one"
+    )
+    return f"the database failed: {reason}; fix: {fix}"
 
 
 def _fail(message: str) -> NoReturn:

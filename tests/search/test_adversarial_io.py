@@ -394,3 +394,43 @@ def test_the_database_unreachable_message_names_the_storage_to_resume_with(tiny_
         mp.setattr("search.runner.driver.DB_RETRY_DELAYS_S", (0.0,))
         with pytest.raises(PrismSearchError, match=f"prism-search resume tiny --storage {re.escape(tiny_config.storage)}"):
             driver._db(lost)
+
+
+def _one_line(code: int, err: str, *names: str) -> None:
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    for name in names:
+        assert name in err, (name, err)
+
+
+def test_a_corrupted_page_is_one_line_in_every_reading_command(odd_trial_db, tmp_path, monkeypatch, capsys):
+    """Each page of the file corrupted in turn (the first, the header, stays): every reading command answers or
+    fails in one line, and the database file is left as it was."""
+    db = Path(odd_trial_db.removeprefix("sqlite:///"))
+    clean, page = db.read_bytes(), 4096
+    malformed = 0
+    for start in range(page, len(clean), page):
+        data = clean[: start + 8] + b"\xff" * 1992 + clean[start + 2000 :]
+        db.write_bytes(data)
+        for args in (("status",), ("best", "inf"), ("export", "bad")):
+            code, out, err = cli(monkeypatch, capsys, tmp_path, *args, "--storage", odd_trial_db)
+            if code:
+                _one_line(code, err)
+                malformed += "database disk image is malformed" in err
+        assert db.read_bytes() == data
+    assert malformed  # some page held what the commands read
+
+
+def test_a_database_write_locked_by_another_process_is_one_line_after_the_wait(tiny_config, tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    db = tmp_path / "study.db"
+    open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    other = sqlite3.connect(db, isolation_level=None)  # another program (a sqlite3 shell) holding the write lock
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        tiny(tmp_path, ("n_trials = 5", "n_trials = 6"))  # a new target: run must write
+        code, out, err = cli(monkeypatch, capsys, tmp_path, "run", "T.toml", "--storage", tiny_config.storage)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    _one_line(code, err, "database is locked", "fix: wait for the other process")
