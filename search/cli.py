@@ -371,12 +371,15 @@ def train(
 
 
 @app.command()
-def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's)")) -> None:
+def analyze(
+    path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's), or STUDY:TRIAL, STUDY:baseline"),
+    storage: str | None = StorageOpt,
+) -> None:
     """Per-layer metrics table of a saved model on its corpus's validation text."""
     from prism.analysis import format_profile
-    from search.study.commands import analyze_checkpoint
+    from search.study.commands import analyze_source
 
-    meta, rows = analyze_checkpoint(path)
+    meta, rows = analyze_source(path, storage or DEFAULT_STORAGE)
     console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)
     print(format_profile(rows))
 
@@ -415,7 +418,9 @@ def report(
 
 @app.command()
 def audit(
-    source: str = typer.Argument(..., help="STUDY:TRIAL, a checkpoint folder, or a local Hugging Face GPT-2 folder"),
+    source: str = typer.Argument(
+        ..., help="STUDY:TRIAL, STUDY:baseline (the paired uniform baseline), a checkpoint folder, or a local Hugging Face GPT-2 folder"
+    ),
     output: str = typer.Option("profile.json", "-o", "--output", help="the JSON profile"),
     html: str | None = typer.Option(None, "--html", help="the plotly report (default: the profile's name with .html)"),
     storage: str | None = StorageOpt,

@@ -434,3 +434,32 @@ def test_a_database_write_locked_by_another_process_is_one_line_after_the_wait(t
         other.execute("ROLLBACK")
         other.close()
     _one_line(code, err, "database is locked", "fix: wait for the other process")
+
+
+# --- item 15: the paired baseline by name, whichever trial number it got ---------------------------------------------
+def test_audit_and_analyze_find_the_baseline_after_an_interrupted_first_try(tiny_config, tmp_path, monkeypatch, capsys):
+    """Trial 0 (the baseline's first try) was interrupted; its retry, another trial, finished with a checkpoint."""
+    from search.study.create import enqueue_missing_baselines
+
+    tiny(tmp_path)
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "train", "uniform", "--config", "T.toml", "--steps", "2", "--save", "model")
+    assert code == 0, err
+    study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    first = study.ask()
+    first.set_user_attr("error", "interrupted")
+    study.tell(first, state=optuna.trial.TrialState.FAIL)
+    enqueue_missing_baselines(study, tiny_config, retry_failed=True)  # queued again, as the driver does
+    while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        trial = study.ask()
+        trial.set_user_attr("checkpoint", str(tmp_path / "model"))
+        study.tell(trial, 2.0 + trial.number / 100)
+    retry = next(t for t in study.trials[1:] if t.user_attrs["role"] == "baseline" and t.user_attrs["seed"] == tiny_config.seed)
+    assert retry.number != 0
+
+    storage = ("--storage", tiny_config.storage)
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "audit", "tiny:0", *storage)
+    _one_line(code, err, "trial 0 of study 'tiny' is FAIL", f"the paired baseline is trial {retry.number} (tiny:baseline)")
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "audit", "tiny:baseline", "-o", "p.json", *storage)
+    assert code == 0 and json.loads((tmp_path / "p.json").read_text())["schedule"] == "1x3", err
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "analyze", "tiny:baseline", *storage)
+    assert code == 0 and "schedule 1x3" in out, err
