@@ -341,9 +341,10 @@ def test_odd_trial_values_leave_every_reader_working(name, odd_trial_db, tmp_pat
 
 
 # --- item 14: a signal at any moment ends with exit 130 and what to do next ------------------------------------------
-def _cli_signalled(folder: Path, target: str, signum: int, *args: str) -> subprocess.CompletedProcess:
+def _cli_signalled(folder: Path, target: str, signum: int, *args: str, background: bool = False) -> subprocess.CompletedProcess:
     """`prism-search ARGS` in a fresh process that sends itself `signum` when `target` (module.function) is
-    reached: a real signal, at a moment a test could not hit by timing."""
+    reached: a real signal, at a moment a test could not hit by timing. `background`: started as a shell starts
+    `cmd &`, with SIGINT ignored."""
     module, _, function = target.rpartition(".")
     script = (
         f"import importlib, os, sys\n"
@@ -356,7 +357,8 @@ def _cli_signalled(folder: Path, target: str, signum: int, *args: str) -> subpro
         f"sys.argv = ['prism-search', *{list(args)!r}]\n"
         f"main()\n"
     )
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=folder)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=folder, preexec_fn=ignore)
 
 
 def test_sigterm_before_ray_is_up_exits_130_with_the_resume_command(tmp_path):
@@ -373,9 +375,19 @@ def test_ctrl_c_before_the_study_exists_offers_no_resume_command(tmp_path):
     assert "before study 'tiny' was created" in done.stderr and "resume" not in done.stderr, done.stderr
 
 
-def test_an_interrupted_confirm_says_what_was_kept_and_how_to_go_on(odd_trial_db, tmp_path):
+@pytest.mark.parametrize("signum, background", [(signal.SIGTERM, False), (signal.SIGINT, True)], ids=["sigterm", "sigint-background"])
+def test_an_interrupted_confirm_says_what_was_kept_and_how_to_go_on(signum, background, odd_trial_db, tmp_path):
     done = _cli_signalled(
-        tmp_path, "search.runner.driver.connect_ray", signal.SIGTERM, "confirm", "inf", "--top", "1", "--storage", odd_trial_db
+        tmp_path,
+        "search.runner.driver.connect_ray",
+        signum,
+        "confirm",
+        "inf",
+        "--top",
+        "1",
+        "--storage",
+        odd_trial_db,
+        background=background,
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr.startswith("interrupted: the confirmation runs finished so far are stored") and "confirm inf" in done.stderr
