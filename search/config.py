@@ -301,7 +301,7 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     elif "input" in first and not isinstance(first["input"], dict) and first["type"] != "value_error":
         msg = f"{msg} (got {first['input']!r})"
     echoed = first.get("input")  # a misplaced URL (a password in another field) is masked wherever it is quoted
-    return mask_in(f"{source}: {where}: {msg}", echoed) if isinstance(echoed, str) else f"{source}: {where}: {msg}"
+    return mask_in(f"{source}: {where}: {msg}", echoed if isinstance(echoed, str) else None)
 
 
 def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:
