@@ -11,6 +11,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+import optuna
+import sqlalchemy
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +23,7 @@ from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyCon
 from search.outputs import check_output, write_output
 from search.signals import sigterm_as_ctrl_c
 from search.storage import open_storage
-from search.urls import mask_url
+from search.urls import mask_in, mask_url
 
 if TYPE_CHECKING:
     from search.study.lifecycle import PriorChoice
@@ -405,12 +407,15 @@ def train(
 
 
 @app.command()
-def analyze(path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's)")) -> None:
+def analyze(
+    path: str = typer.Argument(..., help="checkpoint directory (prism-search train --save, or a study's), or STUDY:TRIAL, STUDY:baseline"),
+    storage: str | None = StorageOpt,
+) -> None:
     """Per-layer metrics table of a saved model on its corpus's validation text."""
     from prism.analysis import format_profile
-    from search.study.commands import analyze_checkpoint
+    from search.study.commands import analyze_source
 
-    meta, rows = analyze_checkpoint(path)
+    meta, rows = analyze_source(path, storage or DEFAULT_STORAGE)
     console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)
     print(format_profile(rows))
 
@@ -448,7 +453,9 @@ def report(
 
 @app.command()
 def audit(
-    source: str = typer.Argument(..., help="STUDY:TRIAL, a checkpoint folder, or a local Hugging Face GPT-2 folder"),
+    source: str = typer.Argument(
+        ..., help="STUDY:TRIAL, STUDY:baseline (the paired uniform baseline), a checkpoint folder, or a local Hugging Face GPT-2 folder"
+    ),
     output: str = typer.Option("profile.json", "-o", "--output", help="the JSON profile"),
     html: str | None = typer.Option(None, "--html", help="the plotly report (default: the profile's name with .html)"),
     storage: str | None = StorageOpt,
@@ -554,6 +561,8 @@ def main() -> None:
         code = app(prog_name="prism-search", standalone_mode=False)  # returns the exit code of a typer.Exit
     except PrismSearchError as e:
         _fail(str(e))
+    except (sqlalchemy.exc.DBAPIError, optuna.exceptions.StorageInternalError) as e:
+        _fail(_database_failure(e))
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -562,6 +571,20 @@ def main() -> None:
         ctx = getattr(e, "ctx", None)
         _fail(f"{e.format_message()} (fix: see `{ctx.command_path if ctx else 'prism-search'} --help`)")
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _database_failure(e: Exception) -> str:
+    """A database that fails under a command (a corrupted page, a lock another process holds past the wait): the
+    driver's own error, one line; what was stored stays as it was."""
+    cause = e if isinstance(e, sqlalchemy.exc.DBAPIError) else (e.__cause__ or e)
+    orig = getattr(cause, "orig", None) or cause
+    reason = mask_in(str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__)
+    fix = (
+        "wait for the other process that holds it, then run the command again"
+        if "locked" in reason
+        else "restore the database from a backup, or point --storage at another one"
+    )
+    return f"the database failed: {reason}; fix: {fix}"
 
 
 def _fail(message: str) -> NoReturn:

@@ -245,7 +245,7 @@ class StudyConfig(_Section):
     keep_checkpoints: Literal["best", "all", "none"] = Field(
         "best",
         description="trained models to keep: the best trial's (and the Pareto front's) with the paired baseline's"
-        " (default: `audit STUDY:0` works after any study), every trial's (pruned ones too), or none",
+        " (default: `audit STUDY:baseline` works after any study), every trial's (pruned ones too), or none",
     )
     checkpoint_dir: str = Field("checkpoints", validate_default=True, description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
     model: ModelSection = ModelSection()

@@ -10,7 +10,6 @@ a tab stays one field (`urllib` ends a password at `#` or `?`, and a regex at wh
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
 
 import sqlalchemy
@@ -37,18 +36,17 @@ def _secrets(url: str) -> list[tuple[str, str]]:
     """(text before, secret) pairs of `url`: `:` before a password, `KEY=` before a credential in the query. A URL
     SQLAlchemy refuses (a port that is not a number) is still masked, as `urllib` splits it."""
     parsed = parse_url(url)
-    query: Sequence[tuple[str, str | tuple[str, ...]]]
+    query: list[tuple[str, str]]
     if parsed is not None:
-        password, query = parsed.password, list(parsed.query.items())
+        password = parsed.password
+        query = [(k, v) for k, values in parsed.query.items() for v in ([values] if isinstance(values, str) else values)]
     elif "://" in url:
         split = urlsplit(url)
         password, query = split.password, parse_qsl(split.query)
     else:
         return []
     pairs = [(":", password)] if password else []
-    for key, value in query:
-        if any(word in key.lower() for word in _SECRET_KEYS):
-            pairs += [(f"{key}=", v) for v in ([value] if isinstance(value, str) else value)]
+    pairs += [(f"{key}=", value) for key, value in query if any(word in key.lower() for word in _SECRET_KEYS)]
     return [(before, v) for before, v in pairs if v and v != MASK]
 
 

@@ -3,7 +3,7 @@
 Seeding a study with a prior is the study's (search.study.lifecycle): priors rank and measure, they never touch a study.
 """
 
-from search.priors.audit import AuditError, audit_model, load_source, read_profile, write_report
+from search.priors.audit import AuditError, audit_model, load_source, read_profile, trial_checkpoint, write_report
 from search.priors.mapping import RankedSchedule, ideal_schedule, onset_and_late, rank_schedules
 from search.priors.prior_file import PriorError, make_prior, read_prior
 from search.priors.zones import Zone, detect_zones
@@ -17,6 +17,7 @@ __all__ = [
     "detect_zones",
     "ideal_schedule",
     "load_source",
+    "trial_checkpoint",
     "make_prior",
     "onset_and_late",
     "rank_schedules",

@@ -1,6 +1,6 @@
 """`prism-search audit SOURCE`: a model's per-layer geometry on fixed probe texts, with its transition zones.
 
-SOURCE is a stored trial (`STUDY:TRIAL`, whose `checkpoint` user attr names its checkpoint folder), a Prism
+SOURCE is a stored trial (`STUDY:TRIAL` or `STUDY:baseline`, whose `checkpoint` user attr names its checkpoint folder), a Prism
 checkpoint folder, or a local Hugging Face GPT-2-family folder. The profile is plain JSON (format
 PROFILE_FORMAT) so the `prior` command, the study's user attrs and the dashboard all read the same thing.
 """
@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import torch
+from optuna.trial import TrialState
 
 from prism import PrismLM
 from prism.analysis import layer_profile
@@ -30,7 +31,7 @@ METRICS = [
     ("mad_relative", "mean attention distance (relative)", "fraction of position"),
     ("attn_entropy", "attention entropy", "nats"),
 ]
-_TRIAL_REF = re.compile(r"^(?P<study>[A-Za-z0-9_.\-]+):(?P<number>\d+)$")
+_TRIAL_REF = re.compile(r"^(?P<study>[A-Za-z0-9_.\-]+):(?P<trial>[0-9]+|baseline)$")  # STUDY:N or STUDY:baseline
 
 
 def _load_folder(path: Path) -> tuple[PrismLM, str]:
@@ -56,24 +57,41 @@ def _load_folder(path: Path) -> tuple[PrismLM, str]:
         raise AuditError(f"{path}: cannot load the model ({str(e).splitlines()[0]})") from None
 
 
-def _trial_checkpoint(study_name: str, number: int, storage_url: str) -> Path:
+def trial_checkpoint(source: str, storage_url: str) -> Path | None:
+    """The checkpoint folder of `STUDY:N` or `STUDY:baseline` (the paired uniform baseline's COMPLETE run, whichever
+    trial number a failed first try left it), or None when `source` names no trial."""
+    from search.analysis.summary import paired_baseline
     from search.attrs import ATTR_CHECKPOINT
     from search.storage import open_storage
     from search.storage.records import find_study, stored_config
 
-    study = find_study(study_name, open_storage(storage_url, create=False))
-    stored_config(study)  # a study prism-search made, or one line saying it is not
+    match = _TRIAL_REF.match(source)
+    if not match:
+        return None
+    name = match["study"]
+    study = find_study(name, open_storage(storage_url, create=False))
+    config = stored_config(study)  # a study prism-search made, or one line saying it is not
     trials = study.get_trials(deepcopy=False)
-    if number >= len(trials):
-        raise AuditError(f"study {study_name!r} has no trial {number} (it has {len(trials)}); check STUDY:TRIAL")
-    path = trials[number].user_attrs.get(ATTR_CHECKPOINT)
+    baseline = paired_baseline(trials, config)
+    if match["trial"] == "baseline":
+        if baseline is None:
+            raise AuditError(f"study {name!r} has no finished paired baseline yet; run or resume it")
+        trial = baseline
+    elif int(match["trial"]) >= len(trials):
+        raise AuditError(f"study {name!r} has no trial {match['trial']} (it has {len(trials)}); check STUDY:TRIAL")
+    else:
+        trial = trials[int(match["trial"])]
+    path = trial.user_attrs.get(ATTR_CHECKPOINT)
+    if not path and trial.state != TrialState.COMPLETE:
+        other = f"; the paired baseline is trial {baseline.number} ({name}:baseline)" if baseline is not None else ""
+        raise AuditError(f"trial {trial.number} of study {name!r} is {trial.state.name}: it left no model{other}")
     if not path:
         raise AuditError(
-            f"trial {number} of study {study_name!r} has no checkpoint; rerun it with checkpoints kept "
+            f"trial {trial.number} of study {name!r} has no checkpoint; rerun it with checkpoints kept "
             '(keep_checkpoints = "all"; `run --prior auto` keeps the baseline\'s) or audit a checkpoint folder'
         )
     if not Path(path).is_dir():
-        raise AuditError(f"trial {number} of study {study_name!r}: checkpoint folder {path!r} is gone; audit another source")
+        raise AuditError(f"trial {trial.number} of study {name!r}: checkpoint folder {path!r} is gone; audit another source")
     return Path(path)
 
 
@@ -82,11 +100,12 @@ def load_source(source: str, storage_url: str) -> tuple[PrismLM, str]:
     path = Path(source)
     if path.is_dir():
         return _load_folder(path)
-    match = _TRIAL_REF.match(source)
-    if match:
-        return _load_folder(_trial_checkpoint(match["study"], int(match["number"]), storage_url))
+    checkpoint = trial_checkpoint(source, storage_url)
+    if checkpoint:
+        return _load_folder(checkpoint)
     raise AuditError(
-        f"audit source {source!r} is neither a folder nor STUDY:TRIAL; pass a checkpoint or GPT-2 folder, or e.g. quickstart:0"
+        f"audit source {source!r} is neither a folder nor STUDY:TRIAL; pass a checkpoint or GPT-2 folder, or e.g. "
+        "quickstart:baseline or quickstart:3"
     )
 
 

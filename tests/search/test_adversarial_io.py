@@ -28,11 +28,8 @@ from search.runner.corpus import corpus_fingerprint
 from search.storage import driver_lock, open_storage
 from search.study.create import open_study
 from search.urls import lost_credentials, mask_url
-from tests.search.conftest import ROOT
 from tests.search.dashboard.test_app import get
 from tests.search.pg import ADMIN_URL
-
-TINY = (ROOT / "studies" / "tiny.toml").read_text()
 
 
 def cli(monkeypatch, capsys, folder: Path, *args: str) -> tuple[int, str, str]:
@@ -61,20 +58,10 @@ def refused(monkeypatch, capsys, folder: Path, args: tuple[str, ...], *names: st
     return err
 
 
-def tiny(folder: Path, *edit: tuple[str, str], name: str = "T.toml") -> Path:
-    text = TINY
-    for old, new in edit:
-        assert old in text, old
-        text = text.replace(old, new)
-    path = folder / name
-    path.write_text(text)
-    return path
-
-
 # --- item 9: a study name is one safe path component ----------------------------------------------------------------
 @pytest.mark.parametrize("name", [".", "..", ".hidden", "-rf", "a/b"])
-def test_a_study_name_that_is_not_a_plain_path_component_is_refused(name, tmp_path, monkeypatch, capsys):
-    tiny(tmp_path, ('name = "tiny"', f'name = "{name}"'))
+def test_a_study_name_that_is_not_a_plain_path_component_is_refused(study_toml, name, tmp_path, monkeypatch, capsys):
+    study_toml(('name = "tiny"', f'name = "{name}"'), name="T.toml")
     refused(monkeypatch, capsys, tmp_path, ("run", "T.toml"), "T.toml: name:", "fix")
 
 
@@ -87,17 +74,17 @@ def test_a_study_name_that_is_not_a_plain_path_component_is_refused(name, tmp_pa
     ],
     ids=["seed-2^64", "threads-1e11"],
 )
-def test_train_numbers_beyond_what_torch_takes_are_one_line(args, names, tmp_path, monkeypatch, capsys):
-    tiny(tmp_path)
+def test_train_numbers_beyond_what_torch_takes_are_one_line(study_toml, args, names, tmp_path, monkeypatch, capsys):
+    study_toml(name="T.toml")
     refused(monkeypatch, capsys, tmp_path, args, *names)
 
 
 @pytest.mark.parametrize("variable, value", [("PRISM_SEARCH_HEARTBEAT_S", "abc"), ("PRISM_SEARCH_GRACE_S", "-5")])
-def test_a_bad_heartbeat_setting_is_one_line_naming_the_variable(variable, value, tmp_path, monkeypatch, capsys):
+def test_a_bad_heartbeat_setting_is_one_line_naming_the_variable(study_toml, variable, value, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(variable, value)
     code, out, _ = cli(monkeypatch, capsys, tmp_path, "--help")
     assert code == 0 and "Usage" in out  # --help reads no storage: the setting does not matter to it
-    tiny(tmp_path)
+    study_toml(name="T.toml")
     refused(monkeypatch, capsys, tmp_path, ("run", "T.toml"), variable, repr(value))
     refused(monkeypatch, capsys, tmp_path, ("status", "--storage", f"sqlite:///{tmp_path / 'T.toml'}"), variable)
 
@@ -107,8 +94,8 @@ def test_deeply_nested_toml_is_one_line(tmp_path, monkeypatch, capsys):
     refused(monkeypatch, capsys, tmp_path, ("run", "deep.toml"), "deep.toml", "nested")
 
 
-def test_a_utf8_byte_order_mark_is_accepted(tmp_path, monkeypatch, capsys):
-    path = tiny(tmp_path)
+def test_a_utf8_byte_order_mark_is_accepted(study_toml, tmp_path, monkeypatch, capsys):
+    path = study_toml(name="T.toml")
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     code, out, err = cli(monkeypatch, capsys, tmp_path, "schedules", "T.toml")
     assert code == 0 and "ramp:" in out, err
@@ -196,10 +183,10 @@ def locked_study(tiny_config, tmp_path):
 
 
 @pytest.mark.parametrize("spelling", ["query", "symlink", "relative"])
-def test_a_second_driver_is_refused_however_the_sqlite_url_names_the_file(spelling, locked_study, tmp_path, monkeypatch, capsys):
+def test_a_second_driver_is_refused_whatever_the_sqlite_url_says(study_toml, spelling, locked_study, tmp_path, monkeypatch, capsys):
     (tmp_path / "link.db").symlink_to(locked_study)
     path = {"query": f"{locked_study}?timeout=30", "symlink": str(tmp_path / "link.db"), "relative": "./study.db"}[spelling]
-    tiny(tmp_path)
+    study_toml(name="T.toml")
     lock = Path(f"{locked_study}.driver.lock")
     stamp = lock.stat().st_mtime_ns
     refused(monkeypatch, capsys, tmp_path, ("run", "T.toml", "--storage", f"sqlite:///{path}"), "in use by another prism-search driver")
@@ -341,9 +328,10 @@ def test_odd_trial_values_leave_every_reader_working(name, odd_trial_db, tmp_pat
 
 
 # --- item 14: a signal at any moment ends with exit 130 and what to do next ------------------------------------------
-def _cli_signalled(folder: Path, target: str, signum: int, *args: str) -> subprocess.CompletedProcess:
+def _cli_signalled(folder: Path, target: str, signum: int, *args: str, background: bool = False) -> subprocess.CompletedProcess:
     """`prism-search ARGS` in a fresh process that sends itself `signum` when `target` (module.function) is
-    reached: a real signal, at a moment a test could not hit by timing."""
+    reached: a real signal, at a moment a test could not hit by timing. `background`: started as a shell starts
+    `cmd &`, with SIGINT ignored."""
     module, _, function = target.rpartition(".")
     script = (
         f"import importlib, os, sys\n"
@@ -356,26 +344,37 @@ def _cli_signalled(folder: Path, target: str, signum: int, *args: str) -> subpro
         f"sys.argv = ['prism-search', *{list(args)!r}]\n"
         f"main()\n"
     )
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=folder)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if background else None
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=folder, preexec_fn=ignore)
 
 
-def test_sigterm_before_ray_is_up_exits_130_with_the_resume_command(tmp_path):
-    tiny(tmp_path)
+def test_sigterm_before_ray_is_up_exits_130_with_the_resume_command(study_toml, tmp_path):
+    study_toml(name="T.toml")
     done = _cli_signalled(tmp_path, "search.runner.driver.connect_ray", signal.SIGTERM, "run", "T.toml")
     assert done.returncode == 130, done.stderr
     assert "prism-search resume tiny --storage sqlite:///prism_search.db" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_ctrl_c_before_the_study_exists_offers_no_resume_command(tmp_path):
-    tiny(tmp_path)
+def test_ctrl_c_before_the_study_exists_offers_no_resume_command(study_toml, tmp_path):
+    study_toml(name="T.toml")
     done = _cli_signalled(tmp_path, "search.study.lifecycle.corpus_fingerprint", signal.SIGINT, "run", "T.toml")
     assert done.returncode == 130, done.stderr
     assert "before study 'tiny' was created" in done.stderr and "resume" not in done.stderr, done.stderr
 
 
-def test_an_interrupted_confirm_says_what_was_kept_and_how_to_go_on(odd_trial_db, tmp_path):
+@pytest.mark.parametrize("signum, background", [(signal.SIGTERM, False), (signal.SIGINT, True)], ids=["sigterm", "sigint-background"])
+def test_an_interrupted_confirm_says_what_was_kept_and_how_to_go_on(signum, background, odd_trial_db, tmp_path):
     done = _cli_signalled(
-        tmp_path, "search.runner.driver.connect_ray", signal.SIGTERM, "confirm", "inf", "--top", "1", "--storage", odd_trial_db
+        tmp_path,
+        "search.runner.driver.connect_ray",
+        signum,
+        "confirm",
+        "inf",
+        "--top",
+        "1",
+        "--storage",
+        odd_trial_db,
+        background=background,
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr.startswith("interrupted: the confirmation runs finished so far are stored") and "confirm inf" in done.stderr
@@ -394,3 +393,72 @@ def test_the_database_unreachable_message_names_the_storage_to_resume_with(tiny_
         mp.setattr("search.runner.driver.DB_RETRY_DELAYS_S", (0.0,))
         with pytest.raises(PrismSearchError, match=f"prism-search resume tiny --storage {re.escape(tiny_config.storage)}"):
             driver._db(lost)
+
+
+def _one_line(code: int, err: str, *names: str) -> None:
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    for name in names:
+        assert name in err, (name, err)
+
+
+def test_a_corrupted_page_is_one_line_in_every_reading_command(odd_trial_db, tmp_path, monkeypatch, capsys):
+    """Each page of the file corrupted in turn (the first, the header, stays): every reading command answers or
+    fails in one line, and the database file is left as it was."""
+    db = Path(odd_trial_db.removeprefix("sqlite:///"))
+    clean, page = db.read_bytes(), 4096
+    malformed = 0
+    for start in range(page, len(clean), page):
+        data = clean[: start + 8] + b"\xff" * 1992 + clean[start + 2000 :]
+        db.write_bytes(data)
+        for args in (("status",), ("best", "inf"), ("export", "bad")):
+            code, out, err = cli(monkeypatch, capsys, tmp_path, *args, "--storage", odd_trial_db)
+            if code:
+                _one_line(code, err)
+                malformed += "database disk image is malformed" in err
+        assert db.read_bytes() == data
+    assert malformed  # some page held what the commands read
+
+
+def test_a_database_write_locked_by_another_process_is_one_line_after_the_wait(study_toml, tiny_config, tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    db = tmp_path / "study.db"
+    open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    other = sqlite3.connect(db, isolation_level=None)  # another program (a sqlite3 shell) holding the write lock
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        study_toml(("n_trials = 5", "n_trials = 6"), name="T.toml")  # a new target: run must write
+        code, out, err = cli(monkeypatch, capsys, tmp_path, "run", "T.toml", "--storage", tiny_config.storage)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    _one_line(code, err, "database is locked", "fix: wait for the other process")
+
+
+# --- item 15: the paired baseline by name, whichever trial number it got ---------------------------------------------
+def test_audit_and_analyze_find_the_baseline_after_an_interrupted_first_try(study_toml, tiny_config, tmp_path, monkeypatch, capsys):
+    """Trial 0 (the baseline's first try) was interrupted; its retry, another trial, finished with a checkpoint."""
+    from search.study.create import enqueue_missing_baselines
+
+    study_toml(name="T.toml")
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "train", "uniform", "--config", "T.toml", "--steps", "2", "--save", "model")
+    assert code == 0, err
+    study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    first = study.ask()
+    first.set_user_attr("error", "interrupted")
+    study.tell(first, state=optuna.trial.TrialState.FAIL)
+    enqueue_missing_baselines(study, tiny_config, retry_failed=True)  # queued again, as the driver does
+    while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        trial = study.ask()
+        trial.set_user_attr("checkpoint", str(tmp_path / "model"))
+        study.tell(trial, 2.0 + trial.number / 100)
+    retry = next(t for t in study.trials[1:] if t.user_attrs["role"] == "baseline" and t.user_attrs["seed"] == tiny_config.seed)
+    assert retry.number != 0
+
+    storage = ("--storage", tiny_config.storage)
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "audit", "tiny:0", *storage)
+    _one_line(code, err, "trial 0 of study 'tiny' is FAIL", f"the paired baseline is trial {retry.number} (tiny:baseline)")
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "audit", "tiny:baseline", "-o", "p.json", *storage)
+    assert code == 0 and json.loads((tmp_path / "p.json").read_text())["schedule"] == "1x3", err
+    code, out, err = cli(monkeypatch, capsys, tmp_path, "analyze", "tiny:baseline", *storage)
+    assert code == 0 and "schedule 1x3" in out, err
