@@ -5,8 +5,9 @@ Why this exists: the Prism claim is that a head schedule (few wide heads early,
 more narrow heads later) changes *how* layers attend (local vs global) and how
 the residual stream moves through depth. To check that, and perhaps to predict
 a schedule from geometry, we need precise, reproducible per-layer measurements.
-The definitions follow the "Formulas" section of the project background notes
-(prism-background.md):
+The definitions, written out here so that each function below can be checked
+against them (token curvature after Hosseini & Fedorenko 2023, matrix entropy
+after Skean et al. 2025, "Layer by Layer"):
 
   attention (per head, from softmax probabilities A of shape (B, H, T, T)):
     mean attention distance  MAD   = mean_i sum_j A_ij (i - j)

@@ -17,7 +17,6 @@ import json
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
@@ -226,8 +225,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
     """The config the baselines of `--prior auto` run under: every trial keeps its checkpoint (the baseline's is
     audited). Later trials follow the study's own keep_checkpoints; with "best" the baseline's goes once beaten,
     its profile stays in the study (ATTR_AUDIT)."""
-    # absolute: workers write from their own working directory (pydantic leaves the default unvalidated)
-    return config.model_copy(update={"keep_checkpoints": "all", "checkpoint_dir": str(Path(config.checkpoint_dir).absolute())})
+    return config.model_copy(update={"keep_checkpoints": "all"})  # checkpoint_dir is absolute already (StudyConfig._absolute)
 
 
 def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4) -> dict:
