@@ -12,9 +12,9 @@ import optuna
 import pytest
 
 from search.dashboard import Dashboard, DashboardError, bind_warning, make_server_for
-from search.dashboard.synthetic import synthetic_study
 from tests.search.conftest import ROOT
 from tests.search.dashboard.conftest import quickstart
+from tests.search.synthetic import synthetic_study
 
 
 def get(app, path: str, method: str = "GET") -> tuple[str, str]:
