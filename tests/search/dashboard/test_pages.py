@@ -12,7 +12,7 @@ from search.dashboard import figures as figs
 from search.dashboard.pages import study_page, trial_page
 from search.dashboard.report import write_report
 from search.dashboard.views import same_budget_gap, study_view
-from tests.search.storage.test_summary import UNIFORM, add, make_study, searched
+from tests.search.analysis.test_summary import UNIFORM, add, make_study, searched
 
 
 @pytest.fixture
