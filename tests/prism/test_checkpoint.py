@@ -32,6 +32,7 @@ def test_loading_a_non_checkpoint_names_the_fix(tmp_path):
         load_checkpoint(tmp_path)
 
 
+@pytest.mark.e2e
 def test_hf_gpt2_logits_match_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)

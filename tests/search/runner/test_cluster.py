@@ -36,6 +36,7 @@ def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 # -- refusals: made before anything runs ----------------------------------------------------------------------
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["run", "resume"])
 def test_cluster_with_sqlite_is_refused_before_anything(tmp_path, command):
     db = tmp_path / "never.db"
