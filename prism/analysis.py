@@ -196,7 +196,7 @@ def matrix_entropy(h: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
         raise ValueError(f"expected (B, T, D), got {tuple(h.shape)}")
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
-    B, T, D = h.shape
+    _B, T, D = h.shape
     z = h.double()
     K = z.mT @ z if T > D else z @ z.mT  # (B, n, n), n = min(T, D)
     n = K.shape[-1]

@@ -28,12 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import optuna  # noqa: E402
+import optuna
 
-from search.config import parse_config  # noqa: E402
-from search.dashboard import Dashboard, make_server_for  # noqa: E402
-from search.storage import open_storage  # noqa: E402
-from tests.search.synthetic import synthetic_study  # noqa: E402
+from search.config import parse_config
+from search.dashboard import Dashboard, make_server_for
+from search.storage import open_storage
+from tests.search.synthetic import synthetic_study
 
 NAME = "bench"
 

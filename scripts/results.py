@@ -171,11 +171,11 @@ def rung_table(study: Study) -> tuple[str, list]:
     if agreement is None:
         return "pending: fewer than 4 complete learning curves", []
     lines = ["| tokens | Spearman rho with the final loss [95% bootstrap] | n | successive halving (keep 1/η) |", "|---:|---|---:|---|"]
-    for a in agreement:
-        lines.append(
-            f"| {tokens_text(a.tokens)} | {a.rank.rho:+.3f} [{a.rank.low:+.3f}, {a.rank.high:+.3f}] | {a.rank.n} | "
-            f"keep {a.kept}: {'best kept' if a.best_kept else '**best cut**'} |"
-        )
+    lines.extend(
+        f"| {tokens_text(a.tokens)} | {a.rank.rho:+.3f} [{a.rank.low:+.3f}, {a.rank.high:+.3f}] | {a.rank.n} | "
+        f"keep {a.kept}: {'best kept' if a.best_kept else '**best cut**'} |"
+        for a in agreement
+    )
     return "\n".join(lines), agreement
 
 

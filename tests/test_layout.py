@@ -74,10 +74,10 @@ FORBIDDEN = {
     "search.errors": ("search", "prism"),
     "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
     "search.urls": ("search", "prism", "optuna", "ray", "torch"),  # URL masking: storage, trackers and displays alike
-    "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
-    "search.references": _SERVICE + ("search.config",),
+    "search.families": (*_SERVICE, "search.config"),  # the schedule space: prism only
+    "search.references": (*_SERVICE, "search.config"),
     "search.config": _SERVICE,
-    "search.analysis.stats": _SERVICE + ("search.config",),  # statistics on numbers: nothing of studies
+    "search.analysis.stats": (*_SERVICE, "search.config"),  # statistics on numbers: nothing of studies
     "search.progress": _SERVICE,  # a display the driver reports into
     "search.tracking": _SERVICE,
     "search.storage": (

@@ -49,7 +49,7 @@ def test_spearman_matches_scipy_and_is_deterministic_per_seed():
     assert spearman_ci(x, y, n_boot=1000, seed=3) == r and spearman_ci(x, y, n_boot=1000, seed=4) != r
     tied_x, tied_y = [1, 1, 2, 3, 3, 3, 4, 5], [2, 1, 1, 4, 3, 3, 5, 5]  # midranks, as scipy ranks ties
     assert spearman_ci(tied_x, tied_y, n_boot=100).rho == pytest.approx(sps.spearmanr(tied_x, tied_y).statistic)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least 3 values"):
         spearman_ci([1, 2], [1, 2])
 
 

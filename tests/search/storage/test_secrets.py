@@ -22,7 +22,7 @@ from tests.search.storage.test_read_only import snapshot
 
 
 @pytest.mark.parametrize(
-    ("url", "secret"),
+    "url, secret",
     [
         ("postgresql+psycopg://prism:s3cret@db:5432/studies", "s3cret"),
         ("postgresql+psycopg://:s3cret@db/studies", "s3cret"),  # a password without a user
