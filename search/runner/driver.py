@@ -267,6 +267,7 @@ class Driver:
         if isinstance(out, cache.Wait):
             self._await_original(job, out)
             return
+        assert job.worker is not None  # only a duplicate waiting for its original has none, and it got a Wait
         if isinstance(out, dict):  # started: where it runs
             self._db(job.trial.set_user_attr, WORKER, out)
             self.in_flight[job.worker.advance.remote()] = job
