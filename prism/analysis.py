@@ -5,8 +5,9 @@ Why this exists: the Prism claim is that a head schedule (few wide heads early,
 more narrow heads later) changes *how* layers attend (local vs global) and how
 the residual stream moves through depth. To check that, and perhaps to predict
 a schedule from geometry, we need precise, reproducible per-layer measurements.
-The definitions follow the "Formulas" section of the project background notes
-(prism-background.md):
+The definitions, written out here so that each function below can be checked
+against them (token curvature after Hosseini & Fedorenko 2023, matrix entropy
+after Skean et al. 2025, "Layer by Layer"):
 
   attention (per head, from softmax probabilities A of shape (B, H, T, T)):
     mean attention distance  MAD   = mean_i sum_j A_ij (i - j)
@@ -195,7 +196,7 @@ def matrix_entropy(h: torch.Tensor, alpha: float = 1.0) -> torch.Tensor:
         raise ValueError(f"expected (B, T, D), got {tuple(h.shape)}")
     if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha}")
-    B, T, D = h.shape
+    _B, T, D = h.shape
     z = h.double()
     K = z.mT @ z if T > D else z @ z.mT  # (B, n, n), n = min(T, D)
     n = K.shape[-1]

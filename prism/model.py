@@ -155,7 +155,7 @@ class PrismLM(nn.Module):
 
     def _embed(self, idx: torch.Tensor) -> torch.Tensor:
         T = idx.size(1)
-        if T > self.cfg.block_size:
+        if self.cfg.block_size < T:
             raise ValueError(f"sequence length {T} exceeds block_size={self.cfg.block_size}")
         x = self.wte(idx)
         if self.wpe is not None:

@@ -162,7 +162,7 @@ def enumerate_monotone(n_layer: int, counts: Iterable[int]) -> list[Schedule]:
             out.append(Schedule(tuple(prefix)))
             return
         for i in range(start, len(counts)):
-            extend(prefix + [counts[i]], i)
+            extend([*prefix, counts[i]], i)
 
     extend([], 0)
     return out

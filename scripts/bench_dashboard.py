@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/bench_dashboard.py [--trials 5000] [--db /tmp/prism_bench_dashboard.db] [--repeat 5]
 
-The study is built once through the Optuna API (`search.dashboard.synthetic`: the attrs the driver writes,
+The study is built once through the Optuna API (`tests.search.synthetic`: the attrs the driver writes,
 including learning curves, workers and pruned/failed/running trials) and kept in --db for later runs: Optuna's
 RDB writes cost ~0.2 s per trial here, so the first run spends minutes building. Server time is the time the
 WSGI app takes from request to body bytes, measured in-process:
@@ -28,12 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import optuna  # noqa: E402
+import optuna
 
-from search.config import parse_config  # noqa: E402
-from search.dashboard import Dashboard, make_server_for  # noqa: E402
-from search.dashboard.synthetic import synthetic_study  # noqa: E402
-from search.storage import open_storage  # noqa: E402
+from search.config import parse_config
+from search.dashboard import Dashboard, make_server_for
+from search.storage import open_storage
+from tests.search.synthetic import synthetic_study
 
 NAME = "bench"
 

@@ -279,6 +279,7 @@ def main() -> None:
         print("|---:|---:|---:|---:|---:|")
         for d, t in kernel.items():
             print(f"| {d} | {cfg.d_model // d} | {1000 * t:.3f} | {t / kernel[base]:.3f} | {cfg.n_layer * t / step_s:.1%} |")
+    return None
 
 
 TARGET = 0.98

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 import tomllib
+from pathlib import Path
 
 import numpy as np
 
@@ -25,7 +26,7 @@ PEAK_BF16_TFLOPS = 989.0  # dense bf16 Tensor-Core peak of an H100/H200 SXM (ven
 
 def recipe(path: str) -> tuple[ModelConfig, dict, dict]:
     """The [model], [train] and [space] sections, read without the service's config (no corpus check needed)."""
-    data = tomllib.loads(open(path).read())
+    data = tomllib.loads(Path(path).read_text())
     return ModelConfig(**data.get("model", {})), data.get("train", {}), data.get("space", {})
 
 
@@ -91,7 +92,7 @@ def main() -> None:
             speed, source = args.assume_mfu * args.peak_tflops * 1e12 / flops, f"ASSUMED MFU {args.assume_mfu:.0%}"
         mfu = speed * flops / (args.peak_tflops * 1e12)
         print(
-            f"{str(schedule):<24} {param_count(cfg, schedule):>12,} {flops / 1e9:>12.3f} {speed:>12,.0f} "
+            f"{schedule!s:<24} {param_count(cfg, schedule):>12,} {flops / 1e9:>12.3f} {speed:>12,.0f} "
             f"{mfu:>6.1%} {tokens / speed / 60:>9.1f} min  {source}"
         )
 

@@ -75,14 +75,14 @@ FORBIDDEN = {
     "search.errors": ("search", "prism"),
     "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
     "search.urls": ("search", "prism", "optuna", "ray", "torch"),  # URL masking: storage, trackers and displays alike
-    "search.outputs": _SERVICE + ("search.config", "prism", "optuna", "ray", "torch"),  # atomic writes of every output file
+    "search.outputs": (*_SERVICE, "search.config", "prism", "optuna", "ray", "torch"),  # atomic writes of every output file
     # SIGTERM as Ctrl-C (the CLI, lifecycle, dashboard) and valid JSON out (export, dashboard): nothing of the project
     "search.signals": ("search", "prism", "optuna", "ray", "torch"),
     "search.jsonout": ("search", "prism", "optuna", "ray", "torch"),
-    "search.families": _SERVICE + ("search.config",),  # the schedule space: prism only
-    "search.references": _SERVICE + ("search.config",),
+    "search.families": (*_SERVICE, "search.config"),  # the schedule space: prism only
+    "search.references": (*_SERVICE, "search.config"),
     "search.config": _SERVICE,
-    "search.analysis.stats": _SERVICE + ("search.config",),  # statistics on numbers: nothing of studies
+    "search.analysis.stats": (*_SERVICE, "search.config"),  # statistics on numbers: nothing of studies
     "search.progress": _SERVICE,  # a display the driver reports into
     "search.tracking": _SERVICE,
     "search.storage": (
@@ -363,9 +363,13 @@ def _optuna_private(tree: ast.AST, in_storage: bool = False) -> list[tuple[int, 
             name = dotted(node)
             if private_module(name) or (node.attr in OPTUNA_PRIVATE_ATTRS and getattr(node.value, "id", None) != "self"):
                 hits.append((node.lineno, name))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and not any(c.isspace() for c in node.value):
-            if node.value in OPTUNA_KEYS or node.value.startswith(OPTUNA_KEY_PREFIXES):  # a key has no spaces, prose has
-                hits.append((node.lineno, node.value))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and not any(c.isspace() for c in node.value)  # a key has no spaces, prose has
+            and (node.value in OPTUNA_KEYS or node.value.startswith(OPTUNA_KEY_PREFIXES))
+        ):
+            hits.append((node.lineno, node.value))
     return hits
 
 

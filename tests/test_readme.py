@@ -34,7 +34,8 @@ NOT_RUN = {
     ".venv/bin/ruff check .": CI,
     ".venv/bin/ruff format --check .": CI,
     ".venv/bin/mypy": CI,
-    ".venv/bin/python -m pytest": CI + "; it would run this test inside itself",
+    ".venv/bin/python -m pytest -m not e2e": CI + "; it would run this test inside itself",
+    ".venv/bin/python -m pytest -m e2e": CI + "; it would run this test inside itself",
 }
 SERVERS = {"dashboard"}  # they serve until stopped: the test waits until they answer, then stops them
 
@@ -71,6 +72,11 @@ def test_readme_commands_are_parsed_and_every_skip_is_still_in_the_readme():
     segments = [s for block in re.findall(r"```bash\n(.*?)```", README, re.S) for s in re.split(r"&&|\n", block)]
     skipped = {" ".join(shlex.split(s, comments=True)) for s in segments}
     assert set(NOT_RUN) <= skipped, set(NOT_RUN) - skipped  # no stale entry
+
+
+def test_ci_runs_exactly_readme_command_2():
+    command_2 = next(line for line in README.splitlines() if line.strip().startswith("bash scripts/install_browser.sh"))
+    assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == command_2.strip()
 
 
 def test_train_examples_in_the_readme_text_fit_their_model():

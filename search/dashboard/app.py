@@ -8,6 +8,7 @@ that recovers by itself once the database is back; unknown studies and trials ar
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -178,7 +179,7 @@ class _QuietHandler(WSGIRequestHandler):
     def get_environ(self) -> dict:
         return super().get_environ() | {"RAW_URI": self.path}  # the path as sent, see _segments
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (stdlib signature)
+    def log_message(self, format: str, *args) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
 
@@ -223,10 +224,8 @@ def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080, out=sys.s
         name = "optuna-dashboard (read-only)"
     else:
         app = dashboard = Dashboard(storage_url)
-        try:
+        with contextlib.suppress(StorageUnreachable):
             dashboard.storage()
-        except StorageUnreachable:
-            pass
         threading.Thread(target=dashboard.warm_up, daemon=True).start()
         name = "prism-search dashboard"
     server = make_server_for(storage_url, host, port, app)

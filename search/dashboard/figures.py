@@ -231,7 +231,7 @@ def heatmap(view: StudyView) -> Figure | None:
         return None
     n_layer = max(len(r.heads or ()) for r in done)
     z = [_log2_padded(r.heads or (), n_layer) for r in done]
-    text = [[f"{h} heads" for h in r.heads] for r in done]
+    text = [[f"{h} heads" for h in r.heads or ()] for r in done]
     fig = Figure(
         dict(
             type="heatmap",

@@ -288,7 +288,7 @@ def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, 
         return None  # every layer of every trial has the same count: nothing varies, nothing to explain
     dist = optuna.distributions.IntDistribution(low, high)
     names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
-    distributions: dict[str, optuna.distributions.BaseDistribution] = {n: dist for n in names}
+    distributions: dict[str, optuna.distributions.BaseDistribution] = dict.fromkeys(names, dist)
     trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
     scratch = scratch_study(trials, direction="minimize")
     evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))

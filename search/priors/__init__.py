@@ -17,11 +17,11 @@ __all__ = [
     "detect_zones",
     "ideal_schedule",
     "load_source",
-    "trial_checkpoint",
     "make_prior",
     "onset_and_late",
     "rank_schedules",
     "read_prior",
     "read_profile",
+    "trial_checkpoint",
     "write_report",
 ]

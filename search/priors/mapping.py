@@ -76,7 +76,7 @@ def onset_and_late(zones: list[Zone]) -> tuple[Zone | None, Zone | None]:
     """The strongest zone before LATE_FROM (integration onset) and the strongest at or after it (late zone)."""
     early = [z for z in zones if z.depth < LATE_FROM]
     late = [z for z in zones if z.depth >= LATE_FROM]
-    key = lambda z: (-z.strength, z.depth)  # noqa: E731
+    key = lambda z: (-z.strength, z.depth)
     return min(early, key=key, default=None), min(late, key=key, default=None)
 
 

@@ -1,4 +1,4 @@
-"""The corpus a study trains on, checked once up front by whatever is about to train (a study's driver, `train`)."""
+"""The corpus a study trains on, checked up front by whatever is about to train (a study's driver, `train`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from search.config import ConfigError, StudyConfig
 
 
 def corpus_fingerprint(config: StudyConfig) -> str:
-    """Load the corpus once up front, so a bad corpus fails here with one line, before Ray or the database."""
+    """Load the corpus before Ray or the database, so a bad corpus fails here with one line; returns its fingerprint."""
     try:
         corpus = load_corpus(config.data.corpus, config.data.val_fraction, **config.data.corpus_options())
     except CorpusError as e:

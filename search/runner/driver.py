@@ -79,10 +79,9 @@ def connect_ray(address: str | None, num_cpus: int) -> str | None:
     if address:
         # quiet: Ray's INFO banner carries terminal colour codes even into a log file (`ray job logs`)
         return ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING).dashboard_url or None
-    else:
-        # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        return None
+    # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
+    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    return None
 
 
 def requeue_stale_trials(study: optuna.Study) -> list[int]:
@@ -303,9 +302,11 @@ class Driver:
             case cache.Wait():
                 self._await_original(job, out)
             case Started(where):
+                assert job.worker is not None  # a worker says it started
                 self._db(job.trial.set_user_attr, WORKER, where)
                 self.in_flight[job.worker.advance.remote()] = job
             case Evaluated(point):
+                assert job.worker is not None
                 job.points.append(point)
                 self._db(self.stopping.report, job.trial, point)
                 if self.progress:

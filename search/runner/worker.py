@@ -93,14 +93,14 @@ class TrialSession:
 
     def advance(self) -> Evaluated | Finished:
         """Train to the next evaluation; the final result once the budget is spent."""
-        assert self.trainer is not None, "start() a trial first"
+        assert self.trainer is not None and self.spec is not None, "start() a trial first"
         if self.trainer.done:
             return Finished(self._end(save=self.spec.keep_checkpoints != "none"))
         return Evaluated(self.trainer.run_to_next_eval())
 
     def stop(self) -> Finished:
         """End the trial now (pruned, or finished after its last evaluation) and free its model."""
-        assert self.trainer is not None, "start() a trial first"
+        assert self.trainer is not None and self.spec is not None, "start() a trial first"
         save = self.spec.keep_checkpoints == "all" or (self.trainer.done and self.spec.keep_checkpoints != "none")
         return Finished(self._end(save))
 

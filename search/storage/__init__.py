@@ -19,10 +19,10 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 __all__ = [
     "StorageError",
     "cached",
-    "dispose",
     "check_lasting",
     "check_url",
     "creation_lock",
+    "dispose",
     "driver_lock",
     "is_enqueued",
     "open_storage",

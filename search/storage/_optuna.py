@@ -85,7 +85,9 @@ def cached(storage: optuna.storages.RDBStorage) -> optuna.storages.BaseStorage:
 
 def dispose(storage: optuna.storages.BaseStorage) -> None:
     """Close every pooled connection of an RDBStorage, cached or not."""
-    getattr(storage, "_backend", storage).engine.dispose()
+    backend = getattr(storage, "_backend", storage)
+    assert isinstance(backend, optuna.storages.RDBStorage)
+    backend.engine.dispose()
 
 
 def schema_tables() -> set[str]:

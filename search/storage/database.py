@@ -152,7 +152,7 @@ def driver_lock(url: str) -> Iterator[None]:
 def _lock_file(url: str, name: str) -> IO[str]:
     """A lock file beside a SQLite study (its content: who holds it)."""
     try:
-        return open(name, "a+")  # noqa: SIM115 (the caller closes it)
+        return open(name, "a+")
     except OSError as e:
         raise StorageError(f"storage {mask_url(url)!r}: cannot write {name} ({e.strerror}); fix: a writable --storage folder") from None
 

@@ -42,7 +42,7 @@ def plan(study: optuna.Study, top: int, seeds: int) -> int:
     runs are left to train (queued now or by an earlier, interrupted `confirm`)."""
     config = stored_config(study)
     family = family_for(config)
-    schedules = [str(config.baseline)] + top_schedules(study, top)
+    schedules = [str(config.baseline), *top_schedules(study, top)]
     held = {TrialState.COMPLETE, TrialState.PRUNED, TrialState.WAITING, TrialState.RUNNING}
     have = {
         (t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
@@ -237,8 +236,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
     """The config the baselines of `--prior auto` run under: every trial keeps its checkpoint (the baseline's is
     audited). Later trials follow the study's own keep_checkpoints; with "best" the baseline's goes once beaten,
     its profile stays in the study (ATTR_AUDIT)."""
-    # absolute: workers write from their own working directory (pydantic leaves the default unvalidated)
-    return config.model_copy(update={"keep_checkpoints": "all", "checkpoint_dir": str(Path(config.checkpoint_dir).absolute())})
+    return config.model_copy(update={"keep_checkpoints": "all"})  # checkpoint_dir is absolute already (StudyConfig._absolute)
 
 
 def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4) -> dict:

@@ -120,7 +120,7 @@ class RungStopping:
 def promotable(value: float, others: list[float], eta: int) -> bool:
     """Optuna's successive-halving rule: in the best len/eta of everyone at the rung (self included); the best
     one while fewer than eta trials have reached it, since a trial can't wait for later competitors."""
-    competing = sorted(others + [value])
+    competing = sorted([*others, value])
     index = max(0, len(competing) // eta - 1)
     return value <= competing[index]
 

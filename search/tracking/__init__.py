@@ -16,7 +16,7 @@ from search.tracking._tensorboard import TensorBoardTracker
 from search.tracking._wandb import WandbTracker
 from search.urls import lost_credentials, mask_url
 
-__all__ = ["Tracker", "TrialRecord", "MLflowTracker", "TensorBoardTracker", "WandbTracker", "make_trackers"]
+__all__ = ["MLflowTracker", "TensorBoardTracker", "Tracker", "TrialRecord", "WandbTracker", "make_trackers"]
 
 TRACKERS: dict[str, type[Tracker]] = {"mlflow": MLflowTracker, "tensorboard": TensorBoardTracker, "wandb": WandbTracker}
 MODULES = {"mlflow": "mlflow", "tensorboard": "tensorboard", "wandb": "wandb"}  # what each needs importable

@@ -90,7 +90,7 @@ class Tracker(ABC):
             return
         try:
             self.log_trial(study.study_name, TrialRecord.from_trial(trial))
-        except Exception as e:  # noqa: BLE001 - any tracker fault: the study goes on
+        except Exception as e:
             self.failed = True
             logger.warning(
                 "tracking.%s (%s) failed on trial %d, the study goes on without it: %s: %s",

@@ -116,7 +116,7 @@ def test_mad_per_head_and_partial_sink_rows():
 
 
 def test_mad_rejects_bad_shape():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected attention of shape"):
         mean_attention_distance(torch.rand(2, 3, 4))
 
 
@@ -260,7 +260,7 @@ def test_matrix_entropy_two_equal_directions():
 
 
 def test_matrix_entropy_rejects_bad_alpha():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="alpha must be > 0"):
         matrix_entropy(torch.randn(1, 3, 3), alpha=0.0)
 
 
@@ -324,7 +324,7 @@ def test_layer_profile_single_layer_and_mismatch():
     assert len(rows) == 1 and rows[0].depth_curvature is None and rows[0].depth == 1.0
     bad = fake_trace(heads=(2, 2))
     bad.hidden_states = bad.hidden_states[:-1]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="hidden states for 2 attention maps"):
         layer_profile(bad)
 
 

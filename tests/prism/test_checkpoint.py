@@ -8,7 +8,7 @@ import torch
 from prism import CheckpointError, ModelConfig, PrismLM, Schedule, load_checkpoint, load_hf_gpt2, save_checkpoint
 
 
-@pytest.mark.parametrize("variant", [dict(), dict(positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=True, bias=False)])
+@pytest.mark.parametrize("variant", [{}, dict(positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=True, bias=False)])
 def test_save_load_round_trip(tmp_path, variant):
     cfg = ModelConfig(n_layer=3, d_model=64, block_size=32, dh_min=16, dh_max=64, **variant)
     torch.manual_seed(0)
@@ -32,6 +32,7 @@ def test_loading_a_non_checkpoint_names_the_fix(tmp_path):
         load_checkpoint(tmp_path)
 
 
+@pytest.mark.e2e
 def test_hf_gpt2_logits_match_transformers(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)

@@ -49,7 +49,7 @@ def test_nanogpt_bin_file_and_train_val_pair(tmp_path):
     split = load_corpus(str(pair), vocab_size=50257, token_dtype="uint32")
     assert np.array_equal(split.train, ids[:4000]) and np.array_equal(split.val, ids[4000:])
     assert split.fingerprint != corpus.fingerprint  # same ids, different split
-    x, y = val_batches(split, 16, 2, 1)[0]
+    x, _y = val_batches(split, 16, 2, 1)[0]
     assert x.max() < 50257 and np.array_equal(x[0].numpy(), ids[4000:4016])
 
 
@@ -134,16 +134,13 @@ def test_one_line_errors(tmp_path, case, message):
     np.arange(1000, dtype=np.uint16).tofile(tmp_path / "x.bin")
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "short.txt").write_text("x" * 300)
+    load = {
+        "missing": lambda: load_corpus(str(tmp_path / "nope.txt")),
+        "empty": lambda: load_corpus(str(tmp_path / "empty.txt")),
+        "vocab": lambda: load_corpus(str(tmp_path / "x.bin"), vocab_size=500),
+        "undeclared": lambda: load_corpus(str(tmp_path / "x.bin")),
+        "short_val": lambda: val_batches(load_corpus(str(tmp_path / "short.txt")), 64, 2, 1),
+    }[case]
     with pytest.raises(CorpusError, match=message) as info:
-        match case:
-            case "missing":
-                load_corpus(str(tmp_path / "nope.txt"))
-            case "empty":
-                load_corpus(str(tmp_path / "empty.txt"))
-            case "vocab":
-                load_corpus(str(tmp_path / "x.bin"), vocab_size=500)
-            case "undeclared":
-                load_corpus(str(tmp_path / "x.bin"))
-            case "short_val":
-                val_batches(load_corpus(str(tmp_path / "short.txt")), 64, 2, 1)
+        load()
     assert "\n" not in str(info.value)

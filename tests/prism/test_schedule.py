@@ -89,7 +89,7 @@ def test_every_valid_schedule_is_parameter_and_flop_neutral(schedule):
 
 
 VARIANTS = [
-    dict(),  # GPT-2
+    {},  # GPT-2
     dict(positions="rope"),
     dict(norm="rmsnorm", bias=False),
     dict(mlp="swiglu"),
@@ -101,7 +101,7 @@ VARIANTS = [
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()) or "gpt2")
 def test_param_count_matches_the_model_for_every_monotone_schedule(variant):
     small = ModelConfig(n_layer=3, d_model=64, block_size=16, dh_min=16, dh_max=64, **variant)
-    schedules = enumerate_monotone(3, allowed_head_counts(small)) + [Schedule.parse("4x1,1x1,2x1")]
+    schedules = [*enumerate_monotone(3, allowed_head_counts(small)), Schedule.parse("4x1,1x1,2x1")]
     expected = {PrismLM(small, s).num_params() for s in schedules}
     assert expected == {param_count(small, Schedule.uniform(1, 3))}
     assert len({flops_per_token(small, s) for s in schedules}) == 1

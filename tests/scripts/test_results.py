@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.distributions import FloatDistribution
 
 from search.attrs import ATTR_CONFIG
@@ -28,6 +29,7 @@ def add(study, schedule, seed, final, role="search"):
     )
 
 
+@pytest.mark.e2e
 def test_tables_and_figures_from_a_constructed_study(tmp_path):
     db = tmp_path / "bench.db"
     config = load_config(ROOT / "studies" / "tiny.toml").model_copy(update={"name": "bench-main"})

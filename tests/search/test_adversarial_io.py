@@ -411,7 +411,7 @@ def test_a_corrupted_page_is_one_line_in_every_reading_command(odd_trial_db, tmp
         data = clean[: start + 8] + b"\xff" * 1992 + clean[start + 2000 :]
         db.write_bytes(data)
         for args in (("status",), ("best", "inf"), ("export", "bad")):
-            code, out, err = cli(monkeypatch, capsys, tmp_path, *args, "--storage", odd_trial_db)
+            code, _out, err = cli(monkeypatch, capsys, tmp_path, *args, "--storage", odd_trial_db)
             if code:
                 _one_line(code, err)
                 malformed += "database disk image is malformed" in err
@@ -428,7 +428,7 @@ def test_a_database_write_locked_by_another_process_is_one_line_after_the_wait(s
     other.execute("BEGIN EXCLUSIVE")
     try:
         study_toml(("n_trials = 5", "n_trials = 6"), name="T.toml")  # a new target: run must write
-        code, out, err = cli(monkeypatch, capsys, tmp_path, "run", "T.toml", "--storage", tiny_config.storage)
+        code, _out, err = cli(monkeypatch, capsys, tmp_path, "run", "T.toml", "--storage", tiny_config.storage)
     finally:
         other.execute("ROLLBACK")
         other.close()

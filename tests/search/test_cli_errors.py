@@ -71,6 +71,7 @@ def not_a_number(value: str) -> bool:
     return False
 
 
+@pytest.mark.e2e
 @given(value=st.text(max_size=12).filter(not_a_number))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_non_number_for_a_number_is_one_line(monkeypatch, capsys, tmp_path, value):

@@ -99,6 +99,7 @@ def _sha(path):
 
 
 # every search setting's error is checked at the config level (test_config.py); these go through the real CLI
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "edits, fragment",
     [
@@ -128,6 +129,7 @@ def test_bad_search_input_is_one_line_exit_2_and_writes_nothing(tmp_path, study_
     assert _sha(db) == before
 
 
+@pytest.mark.e2e
 def test_a_stored_config_this_version_cannot_read_is_one_line_exit_2(tiny_config):
     """A study made by another version (an extra config field): status names the field and the fix, no traceback."""
     study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))

@@ -47,6 +47,7 @@ def test_train_saves_reloads_and_analyzes(tmp_path):
     assert again.output.split("\n\n")[1] == legend
 
 
+@pytest.mark.e2e
 def test_train_bad_input_is_one_line_and_exit_2(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "search.cli", "train", "3x3", "--config", TINY, "--save", "ckpt"],
@@ -61,6 +62,7 @@ def test_train_bad_input_is_one_line_and_exit_2(tmp_path):
     assert isinstance(out.exception, ConfigError) and "data.corpus: unknown corpus" in str(out.exception)
 
 
+@pytest.mark.e2e
 def test_steps_alone_keep_the_warmup_share_and_a_warmup_past_the_steps_is_one_line_exit_2(tmp_path):
     """`--steps 50` on the quickstart (60 warmup steps of 600) is not refused: the warmup keeps its 10%."""
     quickstart = str(ROOT / "studies" / "quickstart.toml")

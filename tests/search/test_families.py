@@ -83,5 +83,5 @@ def test_free_family_holds_non_monotone_schedules():
 
 
 def test_a_late_zone_without_layers_is_refused():
-    with pytest.raises(ValueError, match="late zone 0.75-0.9 holds no layer of n_layer=3"):
+    with pytest.raises(ValueError, match=r"late zone 0.75-0.9 holds no layer of n_layer=3"):
         RampLateFamily(3, [1, 2, 4])

@@ -121,6 +121,7 @@ if not torch.cuda.is_available():
     CASES.append((["train", "uniform", "--config", "study.toml", "--device", "cuda"], "--device: CUDA is not available on this machine"))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, fragment", CASES, ids=[" ".join(a[:2]) + f" {i}" for i, (a, _) in enumerate(CASES)])
 def test_what_fails_in_a_worker_is_refused_up_front(workdir, args, fragment):
     folder, url = workdir
@@ -136,6 +137,7 @@ def test_what_fails_in_a_worker_is_refused_up_front(workdir, args, fragment):
     assert {p.name: p.stat().st_mtime_ns for p in folder.rglob("*")} == before  # no default database, no checkpoint folder
 
 
+@pytest.mark.e2e
 def test_a_stored_study_whose_checkpoint_dir_became_a_file_is_refused_by_resume_and_confirm(tmp_path, tiny_config):
     """The stored config is checked against this machine again: the file appeared after the study was made."""
     config = tiny_config.model_copy(update={"checkpoint_dir": str(tmp_path / "ckpts"), "keep_checkpoints": "best"})

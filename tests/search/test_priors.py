@@ -38,7 +38,7 @@ def test_steady_drift_and_flat_curves_have_no_zone():
 def test_two_steps_give_two_zones_strongest_first_and_undefined_values_are_filled():
     curve = _step(12, 3, 0.0, 2.0)
     curve = [v + (1.0 if layer >= 9 else 0.0) for layer, v in enumerate(curve)]
-    zones = detect_zones({"x": curve, "depth_curv": curve[:-1] + [None]})
+    zones = detect_zones({"x": curve, "depth_curv": [*curve[:-1], None]})
     assert [z.layer for z in zones] == [3, 9]
     assert zones[0].strength > zones[1].strength > 0
     assert detect_zones({"x": curve}) == detect_zones({"x": list(curve)})  # deterministic
@@ -91,7 +91,7 @@ def test_a_family_without_ramps_gets_its_nearest_members():
 
 
 def test_make_prior_refuses_a_profile_of_another_depth(tiny_config):
-    with pytest.raises(PriorError, match="profile is of a 8-layer model.*n_layer=3"):
+    with pytest.raises(PriorError, match=r"profile is of a 8-layer model.*n_layer=3"):
         make_prior(_profile(8, [3]), tiny_config)
 
 
@@ -101,7 +101,7 @@ def test_read_prior_checks_depth_and_schedules(tiny_config, tmp_path):
     path.write_text(json.dumps(prior))
     assert read_prior(path, tiny_config)["schedules"] == prior["schedules"]
     path.write_text(json.dumps(prior | {"n_layer": 12}))
-    with pytest.raises(PriorError, match="for 12 layers, the study has model.n_layer=3"):
+    with pytest.raises(PriorError, match=r"for 12 layers, the study has model.n_layer=3"):
         read_prior(path, tiny_config)
     path.write_text(json.dumps(prior | {"schedules": [{"schedule": "3x3", "rank": 1}]}))
     with pytest.raises(PriorError, match="prior schedule '3x3' does not fit"):

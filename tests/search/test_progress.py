@@ -24,7 +24,7 @@ def test_plain_log_lines_when_not_a_terminal():
 
 
 def test_live_table_shows_running_trials_totals_and_eta():
-    progress, buffer = _progress(live=True)
+    progress, _buffer = _progress(live=True)
     progress.started_trial(0, "2x4", "baseline")
     progress.started_trial(1, "1x4", "search")
     progress.evaluated(1, EvalPoint(step=10, tokens=5120, val_loss=2.25, train_loss=2.3))

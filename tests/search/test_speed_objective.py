@@ -46,6 +46,7 @@ def test_a_new_multi_objective_study_maximises_the_paired_ratio(tiny_config):
     assert [t.user_attrs["tokens_per_s"] for t in study.trials] == [r[2] for r in RUNS]  # raw speed stays an attr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("speed", ["throughput", "tokens_per_s"])
 def test_status_and_dashboard_read_the_front_of_the_objective_the_study_stored(tiny_config, speed):
     study = _study(tiny_config, speed)

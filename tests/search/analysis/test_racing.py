@@ -17,7 +17,7 @@ def _decide(table, seeds=SEEDS) -> Race:
     return decide(_runs(table), U, seeds, MARGIN)
 
 
-@pytest.mark.parametrize(("max_seeds", "levels"), [(8, [1, 2, 4, 8]), (6, [1, 2, 4, 6]), (3, [1, 2, 3]), (16, [1, 2, 4, 8, 16])])
+@pytest.mark.parametrize("max_seeds, levels", [(8, [1, 2, 4, 8]), (6, [1, 2, 4, 6]), (3, [1, 2, 3]), (16, [1, 2, 4, 8, 16])])
 def test_ladder_doubles_up_to_max_seeds(max_seeds, levels):
     assert ladder(max_seeds) == levels
 
@@ -92,7 +92,7 @@ def test_the_first_seed_waits_for_the_incumbent():
 
 
 def test_a_run_that_failed_for_good_is_not_queued_again_and_stops_its_challenger():
-    runs = _runs({U: {0: 3.0, 1: 3.0, 2: 3.0}, "a": {0: 2.99}}) + [Run("a", 1, None, failed=True)]
+    runs = [*_runs({U: {0: 3.0, 1: 3.0, 2: 3.0}, "a": {0: 2.99}}), Run("a", 1, None, failed=True)]
     race = decide(runs, U, SEEDS, MARGIN)
     assert race.queue == [] and "failed" in race.standing["a"]
     retried = [*runs, Run("a", 1, None)]  # a failure that is retried: its retry is queued, the race waits for it

@@ -1,12 +1,12 @@
-"""Studies for the dashboard tests, made in seconds through the Optuna API (search.dashboard.synthetic)."""
+"""Studies for the dashboard tests, made in seconds through the Optuna API (tests.search.synthetic)."""
 
 import optuna
 import pytest
 
 from search.config import load_config
-from search.dashboard.synthetic import synthetic_study
 from search.storage import open_storage
 from tests.search.conftest import ROOT
+from tests.search.synthetic import synthetic_study
 
 
 def quickstart(name: str):

@@ -12,9 +12,9 @@ import optuna
 import pytest
 
 from search.dashboard import Dashboard, DashboardError, bind_warning, make_server_for
-from search.dashboard.synthetic import synthetic_study
 from tests.search.conftest import ROOT
 from tests.search.dashboard.conftest import quickstart
+from tests.search.synthetic import synthetic_study
 
 
 def get(app, path: str, method: str = "GET") -> tuple[str, str]:
@@ -175,6 +175,7 @@ def postgres_url():
         conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
+@pytest.mark.e2e
 def test_dashboard_reads_a_postgresql_study(postgres_url):
     synthetic_study(quickstart("pg"), postgres_url, 12, failed=1, audit=True)
     app = Dashboard(postgres_url)
@@ -185,6 +186,7 @@ def test_dashboard_reads_a_postgresql_study(postgres_url):
     assert get(app, "/study/pg/trial/2")[0] == "200 OK"
 
 
+@pytest.mark.e2e
 def test_a_database_with_optunas_tables_and_no_study_says_so_like_the_cli(tmp_path):
     """Optuna's schema but no study yet (a fresh PostgreSQL database after `run` was refused, a file made by
     another Optuna tool): not an empty table, the same sentence as `status`."""
@@ -197,6 +199,7 @@ def test_a_database_with_optunas_tables_and_no_study_says_so_like_the_cli(tmp_pa
     assert cli.returncode == 0 and cli.stdout.startswith(f"no prism-search studies in {url} yet; start one with"), cli
 
 
+@pytest.mark.e2e
 def test_status_of_a_storage_with_a_plain_optuna_study_summarizes_the_others_and_names_it(dash_url):
     """The dashboard lists another tool's study as a plain one; `status` must not stop on it either."""
     cli = subprocess.run([sys.executable, "-m", "search.cli", "status", "--storage", dash_url], capture_output=True, text=True, cwd=ROOT)

@@ -12,8 +12,8 @@ import optuna
 import pytest
 
 from search.dashboard import make_server_for, write_report
-from search.dashboard.synthetic import synthetic_study
 from tests.search.dashboard.conftest import quickstart
+from tests.search.synthetic import synthetic_study
 
 pytestmark = pytest.mark.e2e
 

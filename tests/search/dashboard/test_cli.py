@@ -91,6 +91,7 @@ def dump(url: str) -> list[str]:
         return list(conn.iterdump())
 
 
+@pytest.mark.e2e
 def test_dashboard_optuna_flag_starts_the_stock_dashboard_read_only(dash_url):
     """optuna-dashboard creates, renames and deletes studies on POST/PUT/DELETE: each is refused, nothing changes."""
     before = dump(dash_url)

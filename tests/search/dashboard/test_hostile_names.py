@@ -15,8 +15,8 @@ import pytest
 
 from search.dashboard import Dashboard, make_server_for, write_report
 from search.dashboard.pages import plotly_js
-from search.dashboard.synthetic import synthetic_study
 from tests.search.dashboard.conftest import quickstart
+from tests.search.synthetic import synthetic_study
 
 HOSTILE = "<!--<script>alert(1)</script>\u2028&x</script>"
 NAMES = ["with space", "a/b", "what?", "hash#tag", "100%", "%41", "ünï ✓", "a/trial/1", HOSTILE]

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from search.analysis.summary import pareto_front
 from search.dashboard import figures as figs
-from search.dashboard.synthetic import EARLY_HEAD_PENALTY, synthetic_study
 from search.dashboard.views import MIN_TRIALS_FOR_IMPORTANCE, layer_importance, study_view
 from tests.search.dashboard.conftest import quickstart
+from tests.search.synthetic import EARLY_HEAD_PENALTY, synthetic_study
 
 
 def test_rows_decode_the_attrs_the_driver_writes(memory_study):

@@ -1,6 +1,7 @@
 """Cluster mode on real parts: a two-node Ray cluster started with `ray start` (a head and a second raylet on
 this machine), fresh PostgreSQL databases, the real CLI and real training of tiny models."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 # -- refusals: made before anything runs ----------------------------------------------------------------------
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", ["run", "resume"])
 def test_cluster_with_sqlite_is_refused_before_anything(tmp_path, command):
     db = tmp_path / "never.db"
@@ -102,10 +104,8 @@ def _stop_cluster(temp_dir: str) -> None:
     """Stop only this cluster's processes: `ray stop` would also stop other Ray instances of this user."""
     for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
         for pid in _pids_using(temp_dir):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + wait
         while _pids_using(temp_dir) and time.monotonic() < deadline:
             time.sleep(0.2)

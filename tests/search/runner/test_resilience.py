@@ -1,6 +1,7 @@
 """Crashes for real: a SIGKILLed driver, a killed worker, a database that goes away, two drivers on one study; and
 what a driver killed at a chosen moment leaves in the database, written with the calls it makes, then resumed."""
 
+import contextlib
 import io
 import os
 import random
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import optuna
 import pytest
@@ -53,10 +55,8 @@ def _start(*args, log, **env):
 
 
 def _kill_group(proc):
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _finished(url, name="tiny"):
@@ -274,13 +274,12 @@ def test_killed_worker_fails_its_trial_and_the_schedule_is_retried(tmp_path, stu
 
 def test_two_drivers_share_one_postgres_study(tmp_path, study_toml):
     toml = study_toml(("n_trials = 5", "n_trials = 7"))
-    with fresh_database() as url:
-        logs = [open(tmp_path / f"driver{i}.log", "w") for i in range(2)]
+    with fresh_database() as url, contextlib.ExitStack() as files:
+        logs = [files.enter_context(open(tmp_path / f"driver{i}.log", "w")) for i in range(2)]
         procs = [_start("run", str(toml), "--storage", url, "--workers", "1", log=log) for log in logs]
         for proc, log in zip(procs, logs):
-            assert proc.wait(timeout=400) == 0, open(log.name).read()
+            assert proc.wait(timeout=400) == 0, Path(log.name).read_text()
             _kill_group(proc)
-            log.close()
         study = _assert_complete(url, 7)
         baselines = [t for t in study.trials if t.user_attrs.get("role") == "baseline" and "retry_of" not in t.user_attrs]
         assert len(baselines) == 2  # the study was created, and its baselines enqueued, once
@@ -324,16 +323,12 @@ class _TcpProxy:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def cut(self):
-        try:  # a listener closed while accept() blocks on it keeps listening; shut down, it stops
+        with contextlib.suppress(OSError):  # a listener closed while accept() blocks on it keeps listening; shut down, it stops
             self.listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.listener.close()
         for s in self.sockets:
             try:
@@ -424,7 +419,7 @@ def test_long_outage_stops_with_a_clear_error_and_keeps_the_finished_result(ray_
         driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
         # the worst moment: a heartbeat falls due right after the cut, before the trial's result arrives
         progress.on_cut = lambda: setattr(driver, "_last_heartbeat", 0.0)
-        with pytest.raises(DatabaseUnavailable, match="result of trial 0 is kept in .*undelivered-tiny.jsonl"):
+        with pytest.raises(DatabaseUnavailable, match=r"result of trial 0 is kept in .*undelivered-tiny.jsonl"):
             driver.run(3, n_workers=1)
         assert undelivered_path("tiny").exists()
         proxy.restore()  # the database is back: resume stores what was kept

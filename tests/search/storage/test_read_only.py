@@ -16,10 +16,10 @@ import sqlalchemy
 
 from search.cli import main
 from search.dashboard import Dashboard
-from search.dashboard.synthetic import synthetic_study
 from search.storage import open_storage
 from tests.search.conftest import ROOT
 from tests.search.dashboard.conftest import quickstart
+from tests.search.synthetic import synthetic_study
 
 READERS = [
     ["status"],

@@ -22,7 +22,7 @@ from tests.search.storage.test_read_only import snapshot
 
 
 @pytest.mark.parametrize(
-    ("url", "secret"),
+    "url, secret",
     [
         ("postgresql+psycopg://prism:s3cret@db:5432/studies", "s3cret"),
         ("postgresql+psycopg://:s3cret@db/studies", "s3cret"),  # a password without a user
@@ -88,6 +88,7 @@ def test_a_password_in_the_storage_url_is_stored_nowhere_and_resume_takes_it_aga
         admin.dispose()
 
 
+@pytest.mark.e2e
 def test_tracking_uris_are_stored_masked_and_resume_or_confirm_asks_for_them_again(tmp_path, tiny_config):
     """A study keeps no tracker password either; a command that would log with the masked URI stops at one line
     naming `--track`, before it writes anything."""

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from search.cli import app
@@ -15,6 +16,7 @@ from search.study.create import open_study
 runner = CliRunner()
 
 
+@pytest.mark.e2e
 def test_a_study_whose_corpus_moved_still_reports_and_resume_names_the_missing_corpus(tmp_path, tiny_config):
     text = tmp_path / "corpus.txt"
     text.write_text("to be or not to be, that is the question. " * 400)

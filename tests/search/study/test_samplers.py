@@ -62,7 +62,7 @@ def test_grid_skips_enqueued_trials_and_continues_where_it_stopped(tiny_config, 
     assert GRID_INDEX not in study.trials[0].system_attrs and str(family.suggest(first)) == str(list(family.enumerate())[-1])
     study.tell(first, 1.0)
     second = study.ask()
-    assert str(family.suggest(second)) == str(list(family.enumerate())[0])
+    assert str(family.suggest(second)) == str(next(iter(family.enumerate())))
     study.tell(second, 1.0)
     resumed = optuna.load_study(study_name="g", storage=storage, sampler=ScheduleGridSampler(family))
     assert str(family.suggest(resumed.ask())) == str(list(family.enumerate())[1])
