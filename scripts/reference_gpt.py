@@ -82,16 +82,17 @@ class GPT(nn.Module):
 
 
 class ReferenceLoop:
-    """nanoGPT's train.py step in fp32: the optimizer set-up of `configure_optimizers` and the inner loop."""
+    """nanoGPT's train.py step in fp32: the optimizer set-up of `configure_optimizers` (fused AdamW on CUDA only,
+    unless `fused` says otherwise) and the inner loop, for any model whose forward returns (logits, loss)."""
 
-    def __init__(self, model: GPT, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], tcfg, device: str = "cpu"):
+    def __init__(self, model: nn.Module, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], tcfg, device: str = "cpu", fused=None):
         self.model, self.batches, self.tcfg = model.to(device), batches, tcfg
         params = [p for p in model.parameters() if p.requires_grad]
         groups = [
             {"params": [p for p in params if p.dim() >= 2], "weight_decay": tcfg.weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
         ]
-        extra = {"fused": True} if device.startswith("cuda") else {}
+        extra = {"fused": True} if fused or (fused is None and device.startswith("cuda")) else {}  # None: nanoGPT's rule
         self.optimizer = torch.optim.AdamW(groups, lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2), **extra)
         self.device, self.step = device, 0
 
