@@ -28,6 +28,7 @@ import time
 import numpy as np
 import torch
 from bench_throughput import _median_ci  # scripts/ is on sys.path when this file runs as a script
+from reference_gpt import ReferenceLoop
 
 from prism import ModelConfig, PrismLM, Schedule, TrainConfig, Trainer, load_corpus
 
@@ -46,43 +47,20 @@ def _args() -> argparse.Namespace:
     return p.parse_args()
 
 
-class MinimalLoop:
-    """nanoGPT's train.py loop, stripped to what Trainer does on CPU in fp32."""
+def minimal_loop(cfg: ModelConfig, schedule: Schedule, tcfg: TrainConfig, data: np.ndarray) -> ReferenceLoop:
+    """nanoGPT's train.py loop (scripts/reference_gpt.py) around the same PrismLM, with the Trainer's fused AdamW,
+    fed nanoGPT-style batches cut from the generator train_batches draws its window starts from."""
 
-    def __init__(self, cfg: ModelConfig, schedule: Schedule, tcfg: TrainConfig, data: np.ndarray):
-        torch.manual_seed(tcfg.seed)
-        self.model = PrismLM(cfg, schedule)
-        decay = [p for p in self.model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
-        self.optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": tcfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=tcfg.lr,
-            betas=(tcfg.beta1, tcfg.beta2),
-        )
-        self.cfg, self.tcfg, self.data = cfg, tcfg, data
-        self.rng = np.random.default_rng(tcfg.seed)  # the generator train_batches draws its window starts from
-        self.step = 0
+    def batches():
+        rng, T = np.random.default_rng(tcfg.seed), cfg.block_size
+        while True:
+            ix = rng.integers(0, len(data) - T - 1, size=tcfg.batch_size)
+            x = torch.stack([torch.from_numpy(data[i : i + T].astype(np.int64)) for i in ix])
+            y = torch.stack([torch.from_numpy(data[i + 1 : i + 1 + T].astype(np.int64)) for i in ix])
+            yield x, y
 
-    def get_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        T = self.cfg.block_size
-        ix = self.rng.integers(0, len(self.data) - T - 1, size=self.tcfg.batch_size)
-        x = torch.stack([torch.from_numpy(self.data[i : i + T].astype(np.int64)) for i in ix])
-        y = torch.stack([torch.from_numpy(self.data[i + 1 : i + 1 + T].astype(np.int64)) for i in ix])
-        return x, y
-
-    def train_steps(self, n: int) -> float:
-        for _ in range(n):
-            lr = self.tcfg.lr_at(self.step)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            x, y = self.get_batch()
-            _, loss = self.model(x, y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tcfg.grad_clip)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.step += 1
-        return loss.item()
+    torch.manual_seed(tcfg.seed)
+    return ReferenceLoop(PrismLM(cfg, schedule), batches(), tcfg, fused=True)
 
 
 def _timed(side, steps: int) -> tuple[float, float, float]:
@@ -106,7 +84,7 @@ def main() -> None:
     )
     corpus = load_corpus()
     trainer = Trainer(cfg, schedule, tcfg, corpus)
-    minimal = MinimalLoop(cfg, schedule, tcfg, corpus.train)
+    minimal = minimal_loop(cfg, schedule, tcfg, corpus.train)
     sides = {"trainer": trainer, "minimal": minimal}
     for side in sides.values():
         side.train_steps(args.warmup)

@@ -2,9 +2,9 @@
 
 Same shape as a uniform Prism model (learned positions, LayerNorm, GELU MLP, fused qkv, tied embeddings, SDPA
 attention), nanoGPT's initialisation and its optimizer set-up (AdamW, weight decay on the >= 2-D tensors, fused
-only on CUDA), and its loop (lr set per step, backward, clip, step, gradients freed). Nothing here is Prism's code,
-so a gap between the two is a gap in Prism. `activation` defaults to nanoGPT's exact GELU; GPT-2's tanh
-approximation is there so a test can show that both models then do the very same arithmetic.
+only on CUDA), and its loop (lr set per step, backward, clip, step, gradients freed). None of it is Prism's model or
+training code, so a gap between the two is a gap in Prism. `activation` defaults to nanoGPT's exact GELU; GPT-2's
+tanh approximation is there so a test can show that both models then do the very same arithmetic.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from collections.abc import Iterator
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from prism import TrainConfig
 
 
 class SelfAttention(nn.Module):
@@ -82,16 +84,17 @@ class GPT(nn.Module):
 
 
 class ReferenceLoop:
-    """nanoGPT's train.py step in fp32: the optimizer set-up of `configure_optimizers` and the inner loop."""
+    """nanoGPT's train.py step in fp32: the optimizer set-up of `configure_optimizers` (fused AdamW on CUDA only,
+    unless `fused` says otherwise) and the inner loop, for any model whose forward returns (logits, loss)."""
 
-    def __init__(self, model: GPT, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], tcfg, device: str = "cpu"):
+    def __init__(self, model: nn.Module, batches: Iterator[tuple[torch.Tensor, torch.Tensor]], tcfg: TrainConfig, device="cpu", fused=None):
         self.model, self.batches, self.tcfg = model.to(device), batches, tcfg
         params = [p for p in model.parameters() if p.requires_grad]
         groups = [
             {"params": [p for p in params if p.dim() >= 2], "weight_decay": tcfg.weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
         ]
-        extra = {"fused": True} if device.startswith("cuda") else {}
+        extra = {"fused": True} if fused or (fused is None and device.startswith("cuda")) else {}  # None: nanoGPT's rule
         self.optimizer = torch.optim.AdamW(groups, lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2), **extra)
         self.device, self.step = device, 0
 
