@@ -2,8 +2,8 @@
 
 `Trainer` advances one evaluation interval at a time, so a caller that lives elsewhere (a search driver talking
 to a worker) can decide between intervals whether to go on; `train` is the simple loop with a callback.
-The same code runs on CPU and CUDA, both with fused AdamW. On CUDA it turns on what a GPU run wants: TF32 matmuls,
-bf16 autocast (precision="auto"), pinned host batches copied without blocking; torch.compile is opt-in because
+The same code runs on CPU and CUDA. On CUDA it turns on what a GPU run wants: TF32 matmuls, bf16 autocast
+(precision="auto"), fused AdamW, pinned host batches copied without blocking; torch.compile is opt-in because
 its compile time dwarfs a short trial. Attention always goes through SDPA, which picks the flash or
 memory-efficient kernel on CUDA for the power-of-two head dims a schedule may use.
 Throughput counts training steps only (forward, backward, optimizer), never evaluation or start-up, so the
@@ -99,9 +99,10 @@ class Trainer:
             [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=train_cfg.lr,
             betas=(train_cfg.beta1, train_cfg.beta2),
-            # one kernel per tensor instead of about ten passes over it: the same update up to rounding, and on CPU
-            # about 3% more tokens/s for the whole step (docs/benchmarks.md, "Training step against a plain GPT-2")
-            fused=True,
+            # fused on CUDA only: on CPU it is about 3% faster for the whole step but changes the update at rounding
+            # level, so stored CPU runs would no longer retrain bit for bit (docs/benchmarks.md, "Training step
+            # against a plain GPT-2")
+            fused=cuda,
         )
         self.batches = train_batches(corpus, model_cfg.block_size, train_cfg.batch_size, seed=train_cfg.seed)
         self.val = val_batches(corpus, model_cfg.block_size, train_cfg.batch_size, train_cfg.eval_batches)

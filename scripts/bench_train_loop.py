@@ -48,7 +48,7 @@ def _args() -> argparse.Namespace:
 
 
 def minimal_loop(cfg: ModelConfig, schedule: Schedule, tcfg: TrainConfig, data: np.ndarray) -> ReferenceLoop:
-    """nanoGPT's train.py loop (scripts/reference_gpt.py) around the same PrismLM, with the Trainer's fused AdamW,
+    """nanoGPT's train.py loop (scripts/reference_gpt.py) around the same PrismLM, with the Trainer's AdamW,
     fed nanoGPT-style batches cut from the generator train_batches draws its window starts from."""
 
     def batches():
@@ -60,7 +60,7 @@ def minimal_loop(cfg: ModelConfig, schedule: Schedule, tcfg: TrainConfig, data: 
             yield x, y
 
     torch.manual_seed(tcfg.seed)
-    return ReferenceLoop(PrismLM(cfg, schedule), batches(), tcfg, fused=True)
+    return ReferenceLoop(PrismLM(cfg, schedule), batches(), tcfg)  # fused on CUDA only, as the Trainer
 
 
 def _timed(side, steps: int) -> tuple[float, float, float]:
