@@ -17,7 +17,8 @@ import argparse
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.analysis.summary import auto_pruning_start, best_by_mean
+from search.analysis.blocked import many_to_one
+from search.analysis.summary import auto_pruning_start, best_by_mean, study_runs
 from search.attrs import DUPLICATE_ATTR, SCHEDULE
 from search.storage.records import stored_config
 from search.study.pruning import budget_tokens, promotable
@@ -35,7 +36,7 @@ def replay(study: optuna.Study) -> str:
         for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if DUPLICATE_ATTR not in t.user_attrs and t.intermediate_values
     ]
-    best = best_by_mean(runs, config)
+    best = best_by_mean(many_to_one(study_runs(runs, config), str(config.baseline)), str(config.baseline))
     finished: list[FrozenTrial] = []  # what the gate has seen: runs that were not cut
     at_rung: dict[int, list[float]] = {}
     spent, cuts, best_cut, starts = 0, [], False, []
