@@ -118,36 +118,13 @@ def decide(
     )
     if winners:
         w = winners[0]
-        verdict = Verdict(
-            "better",
-            margin,
-            w.schedule,
-            w.contrast.mean,
-            w.contrast.interval(),
-            w.adjusted_p,
-            w.contrast.detectable(),
-            w.seeds,
-            fresh.method,
-            worse=worse,
-        )
-        return Decision(verdict, family, fresh)
+        return Decision(_about("better", margin, w, fresh.method, w.adjusted_p, worse=worse), family, fresh)
     best = family.gaps[0]
     if all(g.contrast.measured for g in family.gaps):
         p_beats = [g.contrast.p_not_better_by(margin) for g in family.gaps]
         if max(p_beats) < ALPHA:
-            verdict = Verdict(
-                "equivalent",
-                margin,
-                best.schedule,
-                best.contrast.mean,
-                best.contrast.interval(),
-                max(p_beats),
-                best.contrast.detectable(),
-                best.seeds,
-                family.method,
-                equivalence=tuple((g.schedule, g.contrast.tost(margin)) for g in family.gaps[:TOP_K]),
-                worse=worse,
-            )
+            equivalence = tuple((g.schedule, g.contrast.tost(margin)) for g in family.gaps[:TOP_K])
+            verdict = _about("equivalent", margin, best, family.method, max(p_beats), equivalence=equivalence, worse=worse)
             return Decision(verdict, family, fresh)
     return Decision(_undecided(family, fresh, best, margin, worse, confirm_command), family, fresh)
 
@@ -167,18 +144,32 @@ def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: f
     seeds = needed if needed is not None else 3
     command = f"{confirm_command} --top {min(len(open_), MAX_CONFIRM)} --seeds {seeds}" if open_ else None
     fresh_best = fresh.gap(best.schedule)
-    return Verdict(
+    return _about(
         "undecided",
         margin,
-        best.schedule,
-        c.mean,
-        c.interval() if c.measured else None,
-        best.adjusted_p,
-        c.detectable() if c.measured else None,
-        fresh_best.seeds if fresh_best else (),
+        best,
         family.method,
+        best.adjusted_p,
+        seeds=fresh_best.seeds if fresh_best else (),
         worse=worse,
         seeds_needed=seeds if command else None,
         command=command,
         reason=reason,
+    )
+
+
+def _about(kind: str, margin: float, gap: ScheduleGap, method: str, adjusted_p: float | None, **rest) -> Verdict:
+    """A verdict about `gap`'s schedule: its effect, interval and resolution where its noise is measured."""
+    c = gap.contrast
+    fields = {"seeds": gap.seeds} | rest
+    return Verdict(
+        kind,
+        margin,
+        gap.schedule,
+        c.mean,
+        c.interval() if c.measured else None,
+        adjusted_p,
+        c.detectable() if c.measured else None,
+        method=method,
+        **fields,
     )
