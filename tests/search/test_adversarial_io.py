@@ -25,7 +25,7 @@ from search.cli import main
 from search.dashboard import Dashboard
 from search.errors import PrismSearchError
 from search.runner.corpus import corpus_fingerprint
-from search.storage import driver_lock, open_storage
+from search.storage import dispose, driver_lock, open_storage
 from search.study.create import open_study
 from search.urls import lost_credentials, mask_url
 from tests.search.dashboard.test_app import get
@@ -176,8 +176,12 @@ def test_a_password_with_odd_characters_is_stored_and_shown_nowhere(odd_password
 # --- item 7: one driver per SQLite file, whatever the URL says -------------------------------------------------------
 @pytest.fixture
 def locked_study(tiny_config, tmp_path):
-    """The tiny study created in tmp_path/study.db, its driver lock held by this test (as a running driver holds it)."""
-    open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    """The tiny study created in tmp_path/study.db, its driver lock held by this test (as a running driver holds it).
+    Its connections are closed first: the last one to close folds the -wal file into study.db, which must not
+    happen inside the refused command's snapshot (it did, under load, whenever garbage collection ran late)."""
+    storage = open_storage(tiny_config.storage)
+    open_study(tiny_config, storage, corpus_fingerprint(tiny_config))
+    dispose(storage)
     with driver_lock(tiny_config.storage):
         yield tmp_path / "study.db"
 
@@ -216,7 +220,7 @@ def test_markup_in_a_reference_name_is_printed_as_written(tiny_config, tmp_path,
 @pytest.fixture
 def dash_db(tmp_path) -> Path:
     """A SQLite file with one synthetic prism study, every connection to it closed (no -wal or -shm beside it)."""
-    from search.dashboard.synthetic import synthetic_study
+    from tests.search.synthetic import synthetic_study
     from tests.search.dashboard.conftest import quickstart
 
     storage = open_storage(f"sqlite:///{tmp_path / 'dash.db'}")
