@@ -220,8 +220,8 @@ def test_markup_in_a_reference_name_is_printed_as_written(tiny_config, tmp_path,
 @pytest.fixture
 def dash_db(tmp_path) -> Path:
     """A SQLite file with one synthetic prism study, every connection to it closed (no -wal or -shm beside it)."""
-    from tests.search.synthetic import synthetic_study
     from tests.search.dashboard.conftest import quickstart
+    from tests.search.synthetic import synthetic_study
 
     storage = open_storage(f"sqlite:///{tmp_path / 'dash.db'}")
     synthetic_study(quickstart("s"), storage, 6, failed=0)
