@@ -187,13 +187,14 @@ def val_loss(trial: FrozenTrial) -> float:
 
 def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
-    Baseline repeats at other seeds and confirmation runs measure noise; they never compete."""
+    Baseline repeats at other seeds and confirmation runs measure noise; they never compete. A COMPLETE trial without
+    values (a damaged row) competes for nothing."""
     config = config or stored_config(study)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     paired = [
         t
         for t in complete
-        if t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
+        if t.values and t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
 
