@@ -3,7 +3,17 @@ few Optuna internals the service needs (search.storage._optuna: import them from
 
 import optuna
 
-from search.storage._optuna import cached, dispose, is_enqueued, scratch_study, stale_trial_ids, storage_of, storage_url, trial_id
+from search.storage._optuna import (
+    cached,
+    dispose,
+    is_enqueued,
+    scratch_study,
+    stale_trial_ids,
+    storage_of,
+    storage_url,
+    trial_id,
+    whole_study,
+)
 from search.storage.database import (
     StorageError,
     check_lasting,
@@ -31,4 +41,5 @@ __all__ = [
     "storage_of",
     "storage_url",
     "trial_id",
+    "whole_study",
 ]

@@ -109,3 +109,10 @@ def schema_revisions() -> tuple[str, frozenset[str]]:
 def storage_url(study: optuna.Study) -> str:
     """The URL the study was opened from (never the masked one stored in its config)."""
     return storage_of(study)._backend.url
+
+
+def whole_study(study: optuna.Study) -> optuna.Study:
+    """The study behind Optuna's Hyperband bracket view: with a HyperbandPruner, Optuna hands samplers a study whose
+    trials are one bracket's only (`pruners._filter_study`), so a sampler asking what is already taken must look
+    past it."""
+    return getattr(study, "_study", study)

@@ -30,7 +30,7 @@ from search.attrs import GRID_INDEX, SCHEDULE, SEED
 from search.config import StudyConfig, family_for
 from search.errors import GridExhausted
 from search.families import ScheduleFamily
-from search.storage import is_enqueued, storage_of, trial_id
+from search.storage import is_enqueued, storage_of, trial_id, whole_study
 
 
 class ScheduleGridSampler(optuna.samplers.BaseSampler):
@@ -81,9 +81,11 @@ def make_sampler(config: StudyConfig) -> optuna.samplers.BaseSampler:
 
 
 def taken_schedules(study: optuna.Study, seed: int) -> set[str]:
-    """Schedules trained, training or queued at `seed`: proposing one again buys no new training run."""
+    """Schedules trained, training or queued at `seed`: proposing one again buys no new training run. Read from the
+    whole study: under Hyperband a sampler is handed one bracket's view, and the other brackets' schedules are taken
+    too (the quickstart served `1x1,2x3` twice with 8 of its 15 schedules trained)."""
     live = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
-    trials = study.get_trials(deepcopy=False, states=live)
+    trials = whole_study(study).get_trials(deepcopy=False, states=live)
     return {t.user_attrs[SCHEDULE] for t in trials if SCHEDULE in t.user_attrs and t.user_attrs.get(SEED) == seed}
 
 

@@ -99,3 +99,24 @@ def test_only_schedules_taken_at_the_search_seed_are_avoided(tiny_config):
     trial = study.ask()
     assert "schedule" not in trial.user_attrs  # sampled, not queued
     assert str(family.suggest(trial)) == members[-1]
+
+
+def test_what_is_taken_is_read_past_a_hyperband_bracket():
+    """Under a HyperbandPruner, Optuna hands the sampler one bracket's view of the study (optuna.pruners._filter_study):
+    the quickstart (TPE + Hyperband) proposed a trained schedule again with 8 of its 15 schedules trained."""
+    from optuna.pruners import HyperbandPruner, _filter_study
+
+    from search.attrs import SCHEDULE, SEED
+    from search.study.samplers import taken_schedules
+
+    study = optuna.create_study(pruner=HyperbandPruner(min_resource=1, max_resource=81, reduction_factor=3))
+    for k in range(12):
+        trial = study.ask()
+        trial.set_user_attr(SCHEDULE, f"s{k}")
+        trial.set_user_attr(SEED, 0)
+        trial.report(float(k), 1)
+        trial.should_prune()  # the pruner sets up its brackets on first use
+        study.tell(trial, float(k))
+    bracket = _filter_study(study, study.trials[-1])
+    assert len(bracket.get_trials()) < 12  # the view hides the other brackets' trials
+    assert taken_schedules(bracket, 0) == {f"s{k}" for k in range(12)}
