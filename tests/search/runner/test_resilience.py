@@ -220,7 +220,7 @@ def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local,
     study = _assert_complete(config.storage, 4)
     runs = [t for t in study.get_trials(states=FINISHED) if t.user_attrs["role"] == "confirm"]
     assert sorted(t.user_attrs["schedule"] for t in runs) == sorted(["1x3", "1x1,2x1,4x1"])
-    assert _retries(study)[lost.number] in runs and [r["seeds"] for r in rows] == [1, 1]
+    assert _retries(study)[lost.number] in runs and [r.seeds for r in rows] == [1, 1]
 
 
 class _CtrlCInsideAsk(optuna.samplers.RandomSampler):
