@@ -108,14 +108,14 @@ def _case_checks(name: str, config: StudyConfig, trials: list, study: optuna.Stu
     if name == "free-random-none":
         refs = {t.user_attrs["reference"]: t for t in trials if t.user_attrs["role"] == "reference"}
         assert set(refs) == {"twin", "paper-ramp"} and all(r.user_attrs[DUPLICATE_ATTR] == 0 for r in refs.values())
-        assert {r["name"] for r in summary.references} == {"twin", "paper-ramp"}
+        assert {r.name for r in summary.references} == {"twin", "paper-ramp"}
     if name == "ramp-nsga2-multiobjective":
         assert len(study.directions) == 2 and summary.pareto
         done = [t for t in trials if t.state == TrialState.COMPLETE]
         assert done and all(t.values[1] == t.user_attrs["throughput_ratio"] for t in done)  # the paired ratio, maximised
         infeasible = {t.number for t in trials if any(v > 0 for v in t.constraints.values())}
         assert all(t.constraints for t in trials)  # every trial carries its throughput constraint
-        assert not infeasible & {p["number"] for p in summary.pareto}
+        assert not infeasible & {p.number for p in summary.pareto}
         assert all("rung_0" in t.user_attrs for t in trials)
         # the baselines reach the rung first (they start first on the 2 workers) and set the bar: training is
         # deterministic, so the weaker search trials are stopped there, never later than the rung's 40 steps

@@ -50,7 +50,7 @@ def test_a_new_multi_objective_study_maximises_the_paired_ratio(tiny_config):
 @pytest.mark.parametrize("speed", ["throughput", "tokens_per_s"])
 def test_status_and_dashboard_read_the_front_of_the_objective_the_study_stored(tiny_config, speed):
     study = _study(tiny_config, speed)
-    assert {p["schedule"]: p[speed] for p in summarize(study).pareto} == FRONT[speed]
+    assert {p.schedule: p.values[speed] for p in summarize(study).pareto} == FRONT[speed]
     status = subprocess.run(
         [sys.executable, "-m", "search.cli", "status", "tiny", "--storage", tiny_config.storage, "--json"],
         capture_output=True,
@@ -58,7 +58,7 @@ def test_status_and_dashboard_read_the_front_of_the_objective_the_study_stored(t
         timeout=120,
     )
     assert status.returncode == 0, status.stderr
-    assert {p["schedule"]: p[speed] for p in json.loads(status.stdout)[0]["pareto"]} == FRONT[speed]
+    assert {p["schedule"]: p["values"][speed] for p in json.loads(status.stdout)[0]["pareto"]} == FRONT[speed]
 
     view = study_view(study)
     fig = figs.pareto(view)
