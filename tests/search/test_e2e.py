@@ -120,7 +120,7 @@ def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml, sig):
     )
     summary = json.loads(status.stdout)[0]
     assert summary["trained"] == 6  # COMPLETE and PRUNED ones may hold served duplicates on top
-    assert summary["best_schedule"] and summary["best_gap"]["search"]["n"] >= 1
+    assert summary["best_schedule"] and summary["best_gap"]["all_seeds"]["n"] >= 1
 
 
 def _sha(path):
