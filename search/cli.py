@@ -120,6 +120,8 @@ def _print_summary(study, wall_s: float | None) -> None:
         table.add_row("pruning starts", s.pruning_from)
     for schedule, standing in s.race.items():
         table.add_row(f"race {schedule}", standing)
+    for number, look in enumerate(s.looks, 1):
+        table.add_row(f"look {number}", look)
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
     if wall_s is not None and s.verdict.command:

@@ -24,6 +24,7 @@ from search.references import Reference, parse_reference
 from search.urls import mask_in, mask_url
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
+MIN_LOOK = 3  # an experiment's first look: fewer pairs measure no noise (search.analysis.stats.MIN_PAIRS)
 MAX_SEEDS = 100  # baseline or confirmation seeds of one schedule; seeds stay below 2**32 past the study seed's offsets
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a single path component, never `.`, `..` or hidden
 
@@ -210,6 +211,24 @@ class ResourcesSection(_Section):
         return v
 
 
+class ExperimentSection(_Section):
+    """A pre-registered paired experiment (search.analysis.sequential): `run` trains only `schedule` and uniform at
+    the study seed, the next seed, ..., a pair at a time with both runs at once, and reads the test at each look."""
+
+    schedule: str = Field(min_length=1, max_length=1000, description="the schedule compared with uniform, e.g. 2x3,4x3")
+    looks: list[Annotated[int, Field(ge=MIN_LOOK, le=MAX_SEEDS)]] = Field(
+        [10, 15, 20], min_length=1, max_length=20, description="completed pairs at each look, increasing; the last is the most pairs"
+    )
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="each test's error rate over all looks (alpha / looks per look)")
+
+    @field_validator("looks")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError(f"{v} must increase strictly (fix: e.g. [10, 15, 20])")
+        return v
+
+
 TRACKING_DEFAULTS = {"mlflow": "sqlite:///mlflow.db", "tensorboard": "runs", "wandb": "wandb"}
 
 
@@ -255,6 +274,7 @@ class StudyConfig(_Section):
     search: SearchSection = SearchSection()
     resources: ResourcesSection = ResourcesSection()
     tracking: TrackingSection = TrackingSection()
+    experiment: ExperimentSection | None = None
 
     @field_validator("name")
     @classmethod
@@ -292,7 +312,32 @@ class StudyConfig(_Section):
                 f"search.sampler='grid' cannot enumerate the {family.size():,} schedules of the {family.name!r} space "
                 f"(limit {GRID_LIMIT:,}); use sampler 'tpe' or a smaller space"
             )
+        if self.experiment is not None:
+            self._experiment_fits(cfg)
         return self
+
+    def _experiment_fits(self, cfg: ModelConfig) -> None:
+        """An experiment trains its pairs and nothing else, two runs at a time: whatever else the config would
+        queue or sample is refused, so the pre-registered plan is all that runs."""
+        assert self.experiment is not None
+        try:
+            schedule = Schedule.parse(self.experiment.schedule)
+            validate(schedule, cfg)
+        except (ScheduleError, ValueError) as e:
+            raise ValueError(f"experiment.schedule {self.experiment.schedule!r}: {e}") from None
+        if schedule == self.baseline:
+            raise ValueError(f"experiment.schedule {self.experiment.schedule!r} is the uniform baseline itself; name another schedule")
+        pairs = self.experiment.looks[-1]
+        checks = [
+            (self.n_trials == 2 * pairs, f"n_trials={self.n_trials}: an experiment trains 2 runs per pair (fix: n_trials = {2 * pairs})"),
+            (self.resources.workers == 2, f"resources.workers={self.resources.workers}: both runs of a pair train at once (fix: workers = 2)"),
+            (self.search.baseline_seeds == 1, "search.baseline_seeds: an experiment's uniform runs are its pairs' (fix: baseline_seeds = 1)"),
+            (not self.space.references, "space.references: an experiment trains only its pairs (fix: remove them)"),
+            (not self.search.racing, "search.racing: an experiment is its own race (fix: racing = false)"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
 
     @property
     def model_config_(self) -> ModelConfig:

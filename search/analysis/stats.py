@@ -68,11 +68,11 @@ class Contrast:
         interval does."""
         return max(self.p_not_better_by(margin), self.p_not_worse_by(margin))
 
-    def detectable(self) -> float:
-        """Resolution: the gap a two-sided test at ALPHA finds with probability POWER at this standard error: the
+    def detectable(self, alpha: float = ALPHA) -> float:
+        """Resolution: the gap a two-sided test at `alpha` finds with probability POWER at this standard error: the
         noncentrality at which the t statistic exceeds its critical value with probability POWER (the far tail,
         below -critical, adds under 1e-6 at 80% power and is left out)."""
-        critical = t_quantile(1 - ALPHA / 2, self.df)
+        critical = t_quantile(1 - alpha / 2, self.df)
         return float(nctdtrinc(self.df, 1 - POWER, critical)) * self._se()
 
     def _se(self) -> float:

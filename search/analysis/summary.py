@@ -23,6 +23,8 @@ from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
 from search.analysis.racing import Racing
+from search.analysis.sequential import experiment_verdict, plan_of
+from search.analysis.sequential import state as experiment_state
 from search.analysis.stats import PairedGap, paired_gap, tokens_text
 from search.analysis.verdict import Decision, Verdict, decide
 from search.attrs import (
@@ -130,6 +132,7 @@ class Summary:
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
     race: dict[str, str] = field(default_factory=dict)  # racing studies: where each schedule stands in the race
+    looks: list[str] = field(default_factory=list)  # a pre-registered experiment: each look read so far
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -383,6 +386,8 @@ def summarize(study: optuna.Study) -> Summary:
     baseline = str(config.baseline)
     runs = study_runs(trials, config)
     decision = decide(runs, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}")
+    plan = plan_of(config)
+    experiment = experiment_state(plan, runs) if plan else None
     gaps = list(decision.family.gaps)
     leader = gaps[0] if gaps else None
     uniform_wins = leader is None or leader.paired_mean > 0
@@ -417,7 +422,8 @@ def summarize(study: optuna.Study) -> Summary:
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
-        verdict=decision.verdict,
+        verdict=experiment_verdict(experiment) if experiment else decision.verdict,
+        looks=[look.text(experiment.plan) for look in experiment.looks] if experiment else [],
         best_schedule=best_schedule,
         best_value=statistics.fmean(best_values) if best_values else (val_loss(best_trial) if best_trial else None),
         best_seeds=best_seeds,

@@ -25,7 +25,7 @@ SHOWN_WORSE = 3  # the worst schedules the verdict's line names (to_dict lists a
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # better | equivalent | undecided
+    kind: str  # better | equivalent | undecided; a pre-registered experiment may also end worse
     margin: float
     schedule: str | None = None  # better: the winner; otherwise the best schedule other than uniform by paired mean
     effect: float | None = None  # its gap to uniform (negative = better), on `seeds`
@@ -38,7 +38,7 @@ class Verdict:
     worse: tuple[tuple[str, float, float], ...] = ()  # (schedule, gap, Holm-adjusted p): worse beyond noise
     seeds_needed: int | None = None  # undecided: paired seeds per schedule that would resolve the margin
     command: str | None = None  # undecided: what trains them
-    reason: str = ""  # undecided: why, in words
+    reason: str = ""  # undecided: why, in words; equivalent: what else the test found, if anything
 
     def text(self) -> str:
         """The first line of `status`, `best`, the dashboard and the report."""
@@ -49,9 +49,17 @@ class Verdict:
                 f"better: {self.schedule} beats uniform by {self.effect:+.4f} [{lo:+.4f}, {hi:+.4f}] on {len(self.seeds)} seeds it "
                 f"was not selected on (adjusted p={p_text(self.adjusted_p)}; {self.method})"
             )
+        elif self.kind == "worse":  # a pre-registered experiment's outcome (search.analysis.sequential)
+            lo, hi = self.interval or (float("nan"), float("nan"))
+            head = (
+                f"worse: {self.schedule} loses to uniform by {self.effect:+.4f} [{lo:+.4f}, {hi:+.4f}] on {len(self.seeds)} seeds "
+                f"(p={p_text(self.adjusted_p)}; {self.method})"
+            )
         elif self.kind == "equivalent":
             tost = ", ".join(f"{s} p={p_text(p)}" for s, p in self.equivalence)
             head = f"equivalent: none of the schedules compared beats uniform by {m} or more ({self.method}); TOST at ±{m}: {tost}"
+            if self.reason:
+                head += f"; {self.reason}"
         else:
             head = f"undecided at margin {m}: {self.reason}"
         if self.resolution is not None and self.kind != "equivalent":

@@ -420,10 +420,12 @@ class Driver:
             self.progress.note(self.exhausted)
         return self.exhausted is not None
 
-    def run(self, target: int, n_workers: int) -> None:
+    def run(self, target: int, n_workers: int, queued_only: bool = False) -> None:
         """Run trials until the study has `target` trained trials (served duplicates do not count), counting every
         driver's, or until the space is exhausted (search.analysis.budget). A grid study's caller caps `target` at
-        what its walk can reach (search.study.samplers.reachable_target)."""
+        what its walk can reach (search.study.samplers.reachable_target). `queued_only`: train the queued trials and
+        never ask the sampler (an experiment's pairs, search.study.experiment), so a failed run leaves a gap rather
+        than a sampled stranger."""
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:
@@ -433,15 +435,17 @@ class Driver:
                 if self.racing:
                     self._race(target)
                 b = self._budget()
-                running, streak = b.running, b.streak
+                running, streak, waiting = b.running, b.streak, b.waiting
                 while (
                     self.idle
                     and b.trained + running < target
+                    and (waiting > 0 or not queued_only)
                     and not self._too_many_failures()
                     and not self._check_exhausted(replace(b, streak=streak))
                 ):
                     worker = self.idle.pop()
                     outcome = self._dispatch(worker, target)
+                    waiting -= 1
                     if outcome == "surplus":
                         self.idle.append(worker)
                         break  # another driver filled the target first
@@ -450,7 +454,8 @@ class Driver:
                     else:  # served: the worker is idle again, the sampler is asked again
                         streak += 1
                 if not self.in_flight:
-                    if running == 0 or b.trained >= target or self._too_many_failures() or self.exhausted:
+                    stuck = queued_only and waiting <= 0  # nothing queued is left to train
+                    if running == 0 or stuck or b.trained >= target or self._too_many_failures() or self.exhausted:
                         break
                     time.sleep(1.0)  # another driver's trials are running: wait for them (or for them to go stale)
                     self._heartbeat()

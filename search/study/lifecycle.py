@@ -23,10 +23,11 @@ from rich.console import Console
 from prism import Schedule
 from search.analysis.budget import budget, exhausted
 from search.analysis.racing import Racing
+from search.analysis.sequential import plan_of
 from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
 from search.config import StudyConfig, family_for
-from search.errors import AuditError, PriorError
+from search.errors import AuditError, ConfigError, PriorError
 from search.runner.cluster import check_cluster
 from search.runner.corpus import corpus_fingerprint
 from search.signals import sigterm_as_ctrl_c
@@ -34,6 +35,7 @@ from search.storage import creation_lock, driver_lock, open_storage, storage_url
 from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
+from search.study.experiment import current, run_experiment
 from search.study.pruning import make_stopping
 from search.study.samplers import narrowed, reachable_target
 
@@ -80,6 +82,8 @@ def execute(
     or SIGTERM arrives as KeyboardInterrupt after in-flight trials were queued again."""
     from search.tracking import make_trackers
 
+    if prior is not None and config.experiment is not None:
+        raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
     check_cluster(address, config.storage)
     make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
     fingerprint = corpus_fingerprint(config)
@@ -120,8 +124,12 @@ def _drive(
     if requeued:
         console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
     done = budget(study.get_trials(deepcopy=False), config.seed)
+    plan = plan_of(config)
+    if plan is not None and (decided := current(study, config, plan)).next_seed is None:
+        console.print(f"experiment {config.name} has ended: {decided.text()}; nothing to run", soft_wrap=True, highlight=False)
+        return study, None
     full = exhausted(done, family_for(config), config.n_trials)
-    if done.searched >= config.n_trials or full:
+    if plan is None and (done.searched >= config.n_trials or full):
         why = f" ({full})" if full and done.searched < config.n_trials else ""
         console.print(
             f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run",
@@ -136,6 +144,9 @@ def _drive(
     started = time.monotonic()
     try:
         with sigterm_as_ctrl_c():
+            if plan is not None:
+                run_experiment(study, config, plan, fingerprint, progress)
+                return study, time.monotonic() - started
             _seed_with_prior(study, config, prior, fingerprint, progress)
             racing = Racing(config) if config.search.racing else None
             driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config), racing=racing)
