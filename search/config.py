@@ -7,6 +7,7 @@ Every error becomes a `ConfigError` whose one-line message names the field and t
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import re
 import tomllib
@@ -224,7 +225,7 @@ class ExperimentSection(_Section):
     @field_validator("looks")
     @classmethod
     def _increasing(cls, v: list[int]) -> list[int]:
-        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(v)):
             raise ValueError(f"{v} must increase strictly (fix: e.g. [10, 15, 20])")
         return v
 
@@ -330,8 +331,14 @@ class StudyConfig(_Section):
         pairs = self.experiment.looks[-1]
         checks = [
             (self.n_trials == 2 * pairs, f"n_trials={self.n_trials}: an experiment trains 2 runs per pair (fix: n_trials = {2 * pairs})"),
-            (self.resources.workers == 2, f"resources.workers={self.resources.workers}: both runs of a pair train at once (fix: workers = 2)"),
-            (self.search.baseline_seeds == 1, "search.baseline_seeds: an experiment's uniform runs are its pairs' (fix: baseline_seeds = 1)"),
+            (
+                self.resources.workers == 2,
+                f"resources.workers={self.resources.workers}: both runs of a pair train at once (fix: workers = 2)",
+            ),
+            (
+                self.search.baseline_seeds == 1,
+                "search.baseline_seeds: an experiment's uniform runs are its pairs' (fix: baseline_seeds = 1)",
+            ),
             (not self.space.references, "space.references: an experiment trains only its pairs (fix: remove them)"),
             (not self.search.racing, "search.racing: an experiment is its own race (fix: racing = false)"),
         ]

@@ -24,7 +24,7 @@ schedule picked on other seeds is judged free of that selection.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from prism import Schedule
 from search.analysis.stats import ALPHA, Contrast, p_text, paired_contrast
@@ -157,31 +157,34 @@ def experiment_verdict(now: State) -> Verdict:
     deciding look's, or undecided while it runs (with the last look read, if any)."""
     plan, look = now.plan, now.looks[-1] if now.looks else None
     method = f"pre-registered: {plan.text()}"
-    seeds = tuple(plan.seeds[: now.pairs])
     if look is None:
-        return Verdict("undecided", plan.margin, plan.schedule, seeds=seeds, method=method, reason=now.text())
-    about = {
-        "schedule": plan.schedule,
-        "effect": look.contrast.mean,
-        "interval": look.interval,
-        "resolution": look.resolution,
-        "seeds": tuple(plan.seeds[: look.pairs]),
-        "method": method,
-    }
-    if look.outcome == "equivalent":
-        lo, hi = look.interval
-        also = (
-            f"it also differs from uniform, by {look.contrast.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] (p={p_text(look.p_difference)}), "
-            "a gap inside the margin"
-            if look.p_difference < plan.alpha_per_look
-            else f"gap {look.contrast.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] on {look.pairs} pairs"
-        )
-        return Verdict(
-            "equivalent", plan.margin, adjusted_p=look.p_equivalence, equivalence=((plan.schedule, look.p_equivalence),), reason=also, **about
-        )
+        return Verdict("undecided", plan.margin, plan.schedule, seeds=tuple(plan.seeds[: now.pairs]), method=method, reason=now.text())
+    lo, hi = look.interval
+    read_at = Verdict(
+        "undecided",
+        plan.margin,
+        plan.schedule,
+        look.contrast.mean,
+        (lo, hi),
+        look.p_difference,
+        look.resolution,
+        seeds=tuple(plan.seeds[: look.pairs]),
+        method=method,
+    )
     if look.outcome in ("better", "worse"):
-        return Verdict(look.outcome, plan.margin, adjusted_p=look.p_difference, **about)
-    return Verdict("undecided", plan.margin, adjusted_p=look.p_difference, reason=f"{now.text()}; last look: {look.text(plan)}", **about)
+        return replace(read_at, kind=look.outcome)
+    if look.outcome == "equivalent":
+        differs = look.p_difference < plan.alpha_per_look
+        gap = f"{look.contrast.mean:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+        also = f"it also differs from uniform, by {gap} (p={p_text(look.p_difference)}), a gap inside the margin"
+        return replace(
+            read_at,
+            kind="equivalent",
+            adjusted_p=look.p_equivalence,
+            equivalence=((plan.schedule, look.p_equivalence),),
+            reason=also if differs else f"gap {gap} on {look.pairs} pairs",
+        )
+    return replace(read_at, reason=f"{now.text()}; last look: {look.text(plan)}")
 
 
 def plan_of(config: StudyConfig) -> Plan | None:

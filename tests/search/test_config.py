@@ -101,3 +101,45 @@ def test_every_shipped_study_config_is_valid(path):
     config = parse_config(tomllib.loads(path.read_text()), path.name, stored=True)
     if config.name == "gpu-124m":  # short budgets misrank schedules (docs/results.md): the recipe prunes late
         assert rungs(config) and min(rungs(config)) >= budget_tokens(config)[1] // 2
+
+
+_EXPERIMENT = {
+    "name": "x",
+    "n_trials": 40,
+    "model": {"dh_min": 32, "dh_max": 128},
+    "search": {"baseline_seeds": 1},
+    "experiment": {"schedule": "2x3,4x3"},
+}
+
+
+def _with(**sections) -> dict:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in _EXPERIMENT.items()}
+    for key, value in sections.items():
+        out[key] = out.get(key, {}) | value if isinstance(value, dict) else value
+    return out
+
+
+def test_an_experiment_config_is_its_plan():
+    x = parse_config(_EXPERIMENT).experiment
+    assert x is not None and x.looks == [10, 15, 20] and x.alpha == 0.05
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (_with(experiment={"schedule": "2x6"}), "experiment.schedule '2x6' is the uniform baseline itself"),
+        (_with(experiment={"schedule": "3x6"}), "experiment.schedule '3x6': .*divide"),
+        (_with(experiment={"schedule": "2x3,4x3", "looks": [10, 10]}), r"experiment.looks: \[10, 10\] must increase strictly"),
+        (_with(experiment={"schedule": "2x3,4x3", "looks": [2, 20]}), "experiment.looks.0: .*greater than or equal to 3"),
+        (_with(experiment={"schedule": "2x3,4x3", "alpha": 0.5}), "experiment.alpha: .*less than 0.5"),
+        (_with(n_trials=30), r"n_trials=30: an experiment trains 2 runs per pair \(fix: n_trials = 40\)"),
+        (_with(resources={"workers": 4}), r"resources.workers=4: both runs of a pair train at once \(fix: workers = 2\)"),
+        (_with(search={"baseline_seeds": 3}), r"search.baseline_seeds: .*\(fix: baseline_seeds = 1\)"),
+        (_with(space={"references": ["2x2,4x4"]}), r"space.references: an experiment trains only its pairs"),
+        (_with(search={"baseline_seeds": 1, "racing": True}), r"search.racing: an experiment is its own race"),
+    ],
+)
+def test_an_experiment_that_would_run_anything_but_its_pairs_is_refused(data, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        parse_config(data)
+    assert "\n" not in str(e.value)

@@ -230,3 +230,55 @@ def test_racing_study_is_interrupted_resumes_and_ends_with_every_race_run_stored
     assert {(t.user_attrs["schedule"], t.user_attrs["seed"]) for t in race} <= finished  # interrupted ones ran again
     first_seed = {t.user_attrs["schedule"] for t in trials if t.state in FINISHED and t.user_attrs["seed"] == 0}
     assert {t.user_attrs["schedule"] for t in race} <= first_seed  # raced: schedules that ran at the search seed
+
+
+def test_experiment_trains_pairs_together_is_interrupted_resumes_and_ends_at_a_look(tmp_path, study_toml):
+    """A pre-registered experiment on tiny (looks at 3 and 4 pairs): Ctrl-C (a real SIGINT) while a pair trains,
+    `resume` to the end. Only the pairs run, both runs of a pair at once and the next pair after both finished; the
+    study ends at a look with a verdict naming its seeds, and a further `resume` trains nothing."""
+    toml = study_toml(
+        ("seed = 0", "seed = 2000"),
+        ("n_trials = 5", "n_trials = 8"),
+        ('pruner = "successive-halving"\nn_startup_trials = 2\nbaseline_seeds = 2', 'pruner = "none"\nbaseline_seeds = 1'),
+        ("steps = 60", "steps = 20"),
+        ("eval_every = 20", "eval_every = 10"),
+    )
+    toml.write_text(toml.read_text() + '\n[experiment]\nschedule = "1x1,2x1,4x1"\nlooks = [3, 4]\n')
+    url = f"sqlite:///{tmp_path / 'experiment.db'}"
+    proc = _cli("run", str(toml), "--storage", url)
+    lines = []
+    for line in proc.stdout:  # interrupt while the second pair trains
+        lines.append(line)
+        if "started: 1x1,2x1,4x1 (race)" in line and "1 of 3 pairs" in "".join(lines):
+            proc.send_signal(signal.SIGINT)
+            break
+    out = "".join(lines) + proc.communicate(timeout=120)[0]
+    assert proc.returncode == 130, out
+    proc = _cli("resume", "tiny", "--storage", url)
+    out = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, out
+
+    trials = optuna.load_study(study_name="tiny", storage=url).get_trials()
+    assert any(t.state == TrialState.FAIL and "interrupted" in t.user_attrs["error"] for t in trials)  # the kill landed
+    done = sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: t.datetime_start)
+    assert {t.user_attrs["schedule"] for t in done} == {"1x3", "1x1,2x1,4x1"}
+    assert all(t.user_attrs["role"] in ("baseline", "race") for t in done)
+    pairs: dict[int, list] = {}
+    for t in done:
+        pairs.setdefault(t.user_attrs["seed"], []).append(t)
+    assert sorted(pairs) == list(range(2000, 2000 + len(pairs))) and len(pairs) in (3, 4)  # it stopped at a look
+    assert all(sorted(t.user_attrs["schedule"] for t in pair) == ["1x1,2x1,4x1", "1x3"] for pair in pairs.values())
+    for seed in sorted(pairs)[1:]:  # a pair starts after the one before it has finished, its two runs together
+        before, pair = pairs[seed - 1], pairs[seed]
+        assert min(t.datetime_start for t in pair) >= max(t.datetime_complete for t in before)
+        assert abs((pair[0].datetime_start - pair[1].datetime_start).total_seconds()) < 10
+    summary = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "search.cli", "status", "tiny", "--storage", url, "--json"], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]
+    assert summary["verdict"]["kind"] in ("better", "worse", "equivalent", "undecided")
+    assert summary["verdict"]["seeds"] and set(summary["verdict"]["seeds"]) <= set(pairs)
+    assert summary["looks"] and "pre-registered" in summary["verdict"]["method"]
+    again = _cli("resume", "tiny", "--storage", url).communicate(timeout=120)[0]
+    assert "has ended" in again and "nothing to run" in again, again
