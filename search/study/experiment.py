@@ -16,11 +16,12 @@ from prism import Schedule
 from search.analysis.budget import budget
 from search.analysis.sequential import Plan, State, state
 from search.analysis.summary import study_runs
-from search.attrs import ROLE_RACE, SCHEDULE, SEED
+from search.attrs import RETRY_OF, ROLE_RACE, SCHEDULE, SEED
 from search.config import PrismSearchError, StudyConfig, family_for
 from search.storage.records import enqueue
 
-MAX_TRIES = 2  # a run that fails this often (not a lost worker or an interrupt: those are queued again) stops the experiment
+MAX_TRIES = 2  # a run whose tries fail this often with no retry queued (an interrupt, a lost driver or worker is
+# queued again by the driver, up to resources.max_retries) stops the experiment
 
 
 def current(study: optuna.Study, config: StudyConfig, plan: Plan) -> State:
@@ -31,6 +32,7 @@ def queue_pair(study: optuna.Study, config: StudyConfig, plan: Plan, seed: int) 
     """Queue the runs of the pair at `seed` that are not finished, queued or training (uniform first); returns how
     many of its runs are left to train. A run that failed MAX_TRIES times stops the experiment."""
     trials = study.get_trials(deepcopy=False)
+    retried = {t.user_attrs[RETRY_OF] for t in trials if RETRY_OF in t.user_attrs}  # tries the driver queued again
     left = 0
     for schedule in (plan.uniform, plan.schedule):
         tries = [t for t in trials if t.user_attrs.get(SCHEDULE) == schedule and t.user_attrs.get(SEED) == seed]
@@ -39,7 +41,7 @@ def queue_pair(study: optuna.Study, config: StudyConfig, plan: Plan, seed: int) 
         left += 1
         if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in tries):
             continue
-        if sum(t.state == TrialState.FAIL for t in tries) >= MAX_TRIES:
+        if sum(t.state == TrialState.FAIL and t.number not in retried for t in tries) >= MAX_TRIES:
             raise PrismSearchError(
                 f"experiment run {schedule} at seed {seed} failed {MAX_TRIES} times (see `prism-search status {config.name}`); "
                 "the pre-registered plan cannot go on without it"
