@@ -94,7 +94,7 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.swiglu = cfg.mlp == "swiglu"
+        self.swiglu, self.exact = cfg.mlp == "swiglu", cfg.mlp == "gelu-exact"
         hidden = cfg.mlp_hidden
         self.fc = nn.Linear(cfg.d_model, (2 if self.swiglu else 1) * hidden, bias=cfg.bias)  # SwiGLU: gate, up
         self.proj = nn.Linear(hidden, cfg.d_model, bias=cfg.bias)
@@ -106,7 +106,7 @@ class MLP(nn.Module):
             gate, up = h.chunk(2, dim=-1)
             h = F.silu(gate) * up
         else:
-            h = F.gelu(h, approximate="tanh")
+            h = F.gelu(h, approximate="none" if self.exact else "tanh")
         return self.dropout(self.proj(h))
 
 

@@ -67,6 +67,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--no-memory", action="store_true", help="skip the per-schedule memory probes (each builds the model again)")
     p.add_argument("--kernel", action="store_true", help="also time SDPA alone per head dim")
     p.add_argument("--reference", action="store_true", help="time uniform Prism against a plain GPT-2 instead")
+    p.add_argument("--mlp", default="gelu", choices=["gelu", "gelu-exact"], help="--reference: Prism's GELU (default GPT-2's tanh)")
     return p.parse_args()
 
 
@@ -165,7 +166,8 @@ def _reference_main(args: argparse.Namespace, cfg: ModelConfig, tcfg: TrainConfi
         f"load average before/after: {_load_before[0]:.2f} / {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
     print(
-        f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, {heads} heads, T={cfg.block_size}, batch {args.batch_size}; "
+        f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, {heads} heads, T={cfg.block_size}, batch {args.batch_size}, "
+        f"Prism mlp {cfg.mlp!r}; "
         f"{args.rounds} rotating rounds x {args.steps} steps per side after {args.warmup} warm-up steps\n"
     )
     print("| reference | clock | ms/step Prism / reference (medians) | ratio Prism / reference tokens/s: median | 95% CI | min..max |")
@@ -185,7 +187,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.reference:
-        cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size)
+        cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, mlp=args.mlp)
         tcfg = TrainConfig(steps=10**9, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, precision="fp32")
         return _reference_main(args, cfg, tcfg)
     cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, dh_min=args.dh_min, dh_max=args.dh_max)

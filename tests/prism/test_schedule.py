@@ -93,6 +93,7 @@ VARIANTS = [
     dict(positions="rope"),
     dict(norm="rmsnorm", bias=False),
     dict(mlp="swiglu"),
+    dict(mlp="gelu-exact"),
     dict(qk_norm=True),
     dict(positions="rope", norm="rmsnorm", mlp="swiglu", qk_norm=True, bias=False),  # Llama-like
 ]

@@ -1,7 +1,8 @@
 """The plain GPT-2 that scripts/bench_throughput.py --reference times Prism against is a fair yardstick: the same
-parameters, shapes and FLOPs as uniform Prism, and with Prism's tanh GELU the very same function."""
+parameters, shapes and FLOPs as uniform Prism, and with the same GELU (tanh or exact) the very same function."""
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,9 @@ CFG = ModelConfig(n_layer=4, d_model=128, block_size=64)  # the benchmark's shap
 UNIFORM = Schedule.uniform(2, 4)
 
 
-def _pair(activation: str) -> tuple[PrismLM, torch.nn.Module]:
+def _pair(activation: str, mlp: str = "gelu") -> tuple[PrismLM, torch.nn.Module]:
     torch.manual_seed(0)
-    prism = PrismLM(CFG, UNIFORM)
+    prism = PrismLM(replace(CFG, mlp=mlp), UNIFORM)
     torch.manual_seed(0)
     return prism, reference_gpt.GPT(CFG.vocab_size, CFG.block_size, CFG.n_layer, CFG.d_model, 2, activation)
 
@@ -36,10 +37,12 @@ def test_same_parameters_shapes_and_flops_as_uniform_prism():
     assert [b.attn.n_head for b in gpt.h] == list(UNIFORM.heads)
 
 
-def test_with_the_tanh_gelu_it_computes_what_prism_computes_bit_for_bit():
+@pytest.mark.parametrize("activation, mlp", [("tanh", "gelu"), ("none", "gelu-exact")])
+def test_with_the_same_gelu_it_computes_what_prism_computes_bit_for_bit(activation, mlp):
     """Same seed, same initial weights (module order and init match), same loss and gradients: a timing gap
-    between the two can only come from how the work is done, never from different work."""
-    prism, gpt = _pair("tanh")
+    between the two can only come from how the work is done, never from different work. Prism's default GELU is
+    GPT-2's tanh form; `mlp = "gelu-exact"` is nanoGPT's."""
+    prism, gpt = _pair(activation, mlp)
     assert all(torch.equal(a, b) for a, b in zip(prism.parameters(), gpt.parameters()))
     idx, targets = torch.randint(0, CFG.vocab_size, (2, 2, CFG.block_size)).unbind(0)
     loss_prism, loss_gpt = prism(idx, targets)[1], gpt(idx, targets)[1]
