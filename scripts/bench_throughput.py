@@ -44,6 +44,7 @@ import torch
 from reference_gpt import GPT, ReferenceLoop  # scripts/ is on sys.path when this file runs as a script
 
 from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, train_batches, validate
+from prism.config import MAX_STEPS
 from prism.training import _autocast_dtype
 
 
@@ -188,7 +189,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.reference:
         cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, mlp=args.mlp)
-        tcfg = TrainConfig(steps=10**9, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, precision="fp32")
+        tcfg = TrainConfig(steps=MAX_STEPS, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, precision="fp32")
         return _reference_main(args, cfg, tcfg)
     cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, dh_min=args.dh_min, dh_max=args.dh_max)
     counts = allowed_head_counts(cfg)
@@ -201,7 +202,7 @@ def main() -> None:
     for s in schedules:
         validate(s, cfg)
     tcfg = TrainConfig(
-        steps=10**9,
+        steps=MAX_STEPS,
         batch_size=args.batch_size,
         warmup_steps=0,
         eval_batches=1,
