@@ -189,7 +189,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.reference:
         cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, mlp=args.mlp)
-        tcfg = TrainConfig(steps=MAX_STEPS, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, precision="fp32")
+        tcfg = TrainConfig(
+            steps=MAX_STEPS, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, precision="fp32"
+        )
         return _reference_main(args, cfg, tcfg)
     cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, dh_min=args.dh_min, dh_max=args.dh_max)
     counts = allowed_head_counts(cfg)
