@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import hashlib
 import os
 import sqlite3
@@ -170,13 +171,15 @@ def _sqlite_file(url: str) -> Path | None:
 def _new_sqlite_database(path: Path) -> None:
     """Create a study file whole or not at all: Optuna's schema is made in a temporary file beside it, which is then
     linked into place in one step. A driver killed (or a disk filled) half-way through leaves no half-made
-    database behind, only the temporary file; a file another process created meanwhile is kept and used.
+    database behind, only the temporary file (which the next creation removes); a file another process created
+    meanwhile is kept and used.
 
     The file is in write-ahead-log mode (a setting stored in the file): with synchronous=NORMAL a commit then no
     longer waits for an fsync (9 ms each here, and a trial makes dozens), readers such as a dashboard stop
     blocking the writer, and a killed driver still loses nothing it committed (only a power cut can drop the last
     commits). Existing files are left in the mode they have."""
-    temp = path.with_name(f".{path.name}.creating-{os.getpid()}")
+    _remove_unfinished(path)
+    temp = path.with_name(f"{_unfinished_prefix(path)}{os.getpid()}")
     try:
         with contextlib.closing(sqlite3.connect(temp)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -193,6 +196,30 @@ def _new_sqlite_database(path: Path) -> None:
         for leftover in (temp, temp.with_name(temp.name + "-wal"), temp.with_name(temp.name + "-shm")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+def _unfinished_prefix(path: Path) -> str:
+    return f".{path.name}.creating-"
+
+
+def _remove_unfinished(path: Path) -> None:
+    """Delete the temporary files of creations whose process is gone (killed before its `finally` ran), so killed
+    runs leave nothing that accumulates; a live process's creation is left alone."""
+    prefix = _unfinished_prefix(path)
+    for leftover in path.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = leftover.name.removeprefix(prefix).split("-")[0]  # `PID`, `PID-wal`, `PID-shm`
+        if pid.isdigit() and not _process_alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _sqlite_sync_normal(dbapi_connection, _record) -> None:
