@@ -1,3 +1,6 @@
+import contextlib
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,22 @@ def pg_url():
 
     with fresh_database() as url:
         yield url
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A folder on a real file system with no space left: a small tmpfs mounted there and filled to its last byte.
+    Mounting needs root; elsewhere the test is skipped."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a full file system needs a tmpfs mount, which needs root ({mounted.stderr.strip()})")
+    try:
+        with open(folder / "filler", "wb", buffering=0) as filler, contextlib.suppress(OSError):
+            while filler.write(bytes(4096)):  # until ENOSPC
+                pass
+        assert shutil.disk_usage(folder).free == 0
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
