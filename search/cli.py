@@ -20,6 +20,7 @@ from rich.text import Text
 
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, ATTR_CONFIG
 from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config, resume_command
+from search.errors import OutputError
 from search.outputs import check_output, write_output
 from search.signals import sigterm_as_ctrl_c
 from search.storage import open_storage
@@ -406,6 +407,8 @@ def train(
         console.print(table)
     if run.profile is not None:
         print(format_profile(run.profile))
+    if save and (unsaved := run.result.extra.get(ATTR_CHECKPOINT_ERROR)):  # asked for a model, got only its result
+        raise OutputError(f"{unsaved}; the result above is all this run kept (fix: --save to a writable folder with free space)")
 
 
 @app.command()

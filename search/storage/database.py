@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import hashlib
 import os
 import sqlite3
 import time
+import urllib.parse
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -79,7 +81,7 @@ def _check_reachable(url: str) -> None:
             raise StorageError(f"storage {mask_url(url)!r}: folder {str(path.parent)!r} does not exist; create it or change --storage")
         return
     try:
-        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url))
     except (sqlalchemy.exc.NoSuchModuleError, ImportError) as e:  # a parsable URL naming a dialect or driver not installed
         raise StorageError(f"storage {mask_url(url)!r} is not a valid SQLAlchemy URL ({e}) (fix: e.g. sqlite:///prism_search.db)") from None
     try:
@@ -92,12 +94,38 @@ def _check_reachable(url: str) -> None:
         engine.dispose()
 
 
-def _connect_args(url: str) -> dict:
+def _engine_kwargs(url: str, create: bool = True) -> dict:
+    """How SQLAlchemy connects to `url`; reading commands (`create=False`) on a SQLite file in a folder this process
+    cannot write connect as `_read_only_sqlite` says."""
     if url.startswith("sqlite"):
-        return {"timeout": 30}  # wait out a concurrent reader instead of failing at SQLite's 5 s default
+        path = _sqlite_file(url)
+        if not create and path and path.exists() and not os.access(path.parent, os.W_OK | os.X_OK):
+            reader = _read_only_sqlite(url, path)
+            if reader:
+                return {"creator": reader}
+        return {"connect_args": {"timeout": 30}}  # wait out a concurrent reader instead of failing at SQLite's 5 s default
     if url.startswith("postgresql"):
-        return {"connect_timeout": 5}
+        return {"connect_args": {"connect_timeout": 5}}
     return {}
+
+
+def _read_only_sqlite(url: str, path: Path) -> Callable[[], sqlite3.Connection] | None:
+    """A SQLite file in a folder nobody may write (a read-only disk, an archived study). A write-ahead-log
+    database is read through its -shm index, which SQLite cannot create there. With no pending log (a closed
+    study: the log folded into the file and removed) the file alone is the database: it is opened immutable, with
+    no index and no locks, safe because a writer would keep a log beside it. A log with its index is read as the
+    driver left them (None: SQLite's own read-only open does it). A log without its index cannot be read."""
+    wal, shm = path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")
+    if not wal.exists() or wal.stat().st_size == 0:
+        uri = f"file:{urllib.parse.quote(str(path.absolute()))}?immutable=1"
+        return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
+    if shm.exists():
+        return None
+    raise StorageError(
+        f"storage {mask_url(url)!r}: its write-ahead log {wal.name} holds commits SQLite reads only through an index "
+        f"({shm.name}) it cannot create in the read-only folder {str(path.parent)!r}; fix: make that folder writable, "
+        f"or copy {path.name} and {wal.name} to a writable folder and read the copy"
+    )
 
 
 @contextlib.contextmanager
@@ -110,7 +138,7 @@ def creation_lock(url: str) -> Iterator[None]:
     """
     if url.startswith("postgresql"):
         _check_reachable(url)
-        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url))
         try:
             with engine.begin() as conn:
                 conn.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
@@ -170,13 +198,15 @@ def _sqlite_file(url: str) -> Path | None:
 def _new_sqlite_database(path: Path) -> None:
     """Create a study file whole or not at all: Optuna's schema is made in a temporary file beside it, which is then
     linked into place in one step. A driver killed (or a disk filled) half-way through leaves no half-made
-    database behind, only the temporary file; a file another process created meanwhile is kept and used.
+    database behind, only the temporary file (which the next creation removes); a file another process created
+    meanwhile is kept and used.
 
     The file is in write-ahead-log mode (a setting stored in the file): with synchronous=NORMAL a commit then no
     longer waits for an fsync (9 ms each here, and a trial makes dozens), readers such as a dashboard stop
     blocking the writer, and a killed driver still loses nothing it committed (only a power cut can drop the last
     commits). Existing files are left in the mode they have."""
-    temp = path.with_name(f".{path.name}.creating-{os.getpid()}")
+    _remove_unfinished(path)
+    temp = path.with_name(f"{_unfinished_prefix(path)}{os.getpid()}")
     try:
         with contextlib.closing(sqlite3.connect(temp)) as conn:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -193,6 +223,30 @@ def _new_sqlite_database(path: Path) -> None:
         for leftover in (temp, temp.with_name(temp.name + "-wal"), temp.with_name(temp.name + "-shm")):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+
+
+def _unfinished_prefix(path: Path) -> str:
+    return f".{path.name}.creating-"
+
+
+def _remove_unfinished(path: Path) -> None:
+    """Delete the temporary files of creations whose process is gone (killed before its `finally` ran), so killed
+    runs leave nothing that accumulates; a live process's creation is left alone."""
+    prefix = _unfinished_prefix(path)
+    for leftover in path.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = leftover.name.removeprefix(prefix).split("-")[0]  # `PID`, `PID-wal`, `PID-shm`
+        if pid.isdigit() and not _process_alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _sqlite_sync_normal(dbapi_connection, _record) -> None:
@@ -215,7 +269,7 @@ def _check_schema(url: str, create: bool) -> None:
         if create:
             return
         raise StorageError(f"no prism-search studies in {masked}: no database file at {str(sqlite_file)!r} ({_START_HINT})")
-    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url, create))
     try:
         with engine.connect() as conn:
             tables = set(sqlalchemy.inspect(conn).get_table_names())
@@ -240,7 +294,7 @@ def _check_schema(url: str, create: bool) -> None:
         what = f"only {others}" if tables else "no tables"
         raise StorageError(f"no prism-search studies in {masked}: the database holds {what} ({_START_HINT})")
     missing = sorted(ours - tables) or ([] if revisions and versioned else ["the rows naming its schema version"])
-    if missing and not _holds_data(url, tables & schema_tables()):
+    if missing and not _holds_data(url, tables & schema_tables(), create):
         # an unfinished creation (a driver killed while making it, or another Optuna client making it right now),
         # not damage: Optuna completes a schema that stores nothing yet
         if create:
@@ -262,9 +316,9 @@ def _check_schema(url: str, create: bool) -> None:
         raise StorageError(f"storage {masked!r} has Optuna schema revision {found}, this Optuna reads {head}; fix: {fix}")
 
 
-def _holds_data(url: str, tables: set[str]) -> bool:
+def _holds_data(url: str, tables: set[str], create: bool) -> bool:
     """Whether any of Optuna's `tables` (bar the schema's own version row) holds a row: a study, trial or attr."""
-    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, connect_args=_connect_args(url))
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url, create))
     try:
         with engine.connect() as conn:
             return any(_column(conn, f"SELECT 1 FROM {table} LIMIT 1") for table in sorted(tables - {"version_info"}))
@@ -294,7 +348,7 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
                 f"storage {mask_url(url)!r}: cannot create {str(sqlite_file)!r} ({_first_line(e)}); fix: a writable --storage "
                 "path with free space"
             ) from None
-    engine_kwargs: dict = {"connect_args": _connect_args(url)}
+    engine_kwargs = _engine_kwargs(url, create)
     if not url.startswith("sqlite"):
         engine_kwargs |= {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True}
     for attempt in range(CREATE_ATTEMPTS):

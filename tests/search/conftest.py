@@ -1,3 +1,7 @@
+import contextlib
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,3 +51,33 @@ def pg_url():
 
     with fresh_database() as url:
         yield url
+
+
+@contextlib.contextmanager
+def small_file_system(folder: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of `size` mounted at the new folder `folder`, unmounted afterwards. Mounting needs root;
+    elsewhere the test is skipped."""
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a small file system needs a tmpfs mount, which needs root ({mounted.stderr.strip()})")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+def make_read_only(folder: Path) -> None:
+    """Remount a small_file_system read-only: nothing in it can be written or created, by root neither."""
+    subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path) -> Iterator[Path]:
+    """A folder on a real file system with no space left: a small tmpfs filled to its last byte."""
+    with small_file_system(tmp_path / "full", "64k") as folder:
+        with open(folder / "filler", "wb", buffering=0) as filler, contextlib.suppress(OSError):
+            while filler.write(bytes(4096)):  # until ENOSPC
+                pass
+        assert shutil.disk_usage(folder).free == 0
+        yield folder

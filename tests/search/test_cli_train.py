@@ -47,6 +47,21 @@ def test_train_saves_reloads_and_analyzes(tmp_path):
     assert again.output.split("\n\n")[1] == legend
 
 
+def test_train_save_on_a_full_disk_keeps_the_printed_result_and_exits_with_one_line(full_disk, tmp_path):
+    """Issue 25 item 3: the model could not be saved, so the run did not do what was asked; its result is still shown."""
+    target = full_disk / "model"
+    proc = subprocess.run(
+        [sys.executable, "-m", "search.cli", "train", "uniform", "--config", TINY, "--steps", "10", "--save", str(target), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: model not saved to {target}: No space left on device"), proc.stderr
+    assert json.loads(proc.stdout)["steps"] == 10  # the trained result, printed before the error
+    assert not target.exists()  # no half-written checkpoint
+
+
 @pytest.mark.e2e
 def test_train_bad_input_is_one_line_and_exit_2(tmp_path):
     proc = subprocess.run(

@@ -37,16 +37,32 @@ def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "search.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_a_driver_killed_while_creating_the_database_leaves_none(tmp_path):
-    url = f"sqlite:///{tmp_path / 's.db'}"
+def _killed_mid_creation(url: str) -> None:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", KILL_MID_CREATION, url], env=env, capture_output=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
+
+
+def test_a_driver_killed_while_creating_the_database_leaves_none(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    _killed_mid_creation(url)
     assert not (tmp_path / "s.db").exists()  # only its temporary file, which no command reads
     status = _cli("status", "--storage", url, cwd=tmp_path)
     assert status.returncode == 2 and "no database file" in status.stderr and "damaged" not in status.stderr
-    open_storage(url).engine.dispose()  # the next run creates it whole
+    _killed_mid_creation(url)
+    open_storage(url).engine.dispose()  # the next run creates it whole, and clears what the killed ones left
     assert optuna.get_all_study_summaries(url) == []
+    assert [p.name for p in tmp_path.iterdir() if "creating" in p.name] == []
+
+
+def test_a_driver_killed_while_creating_a_postgresql_schema_leaves_no_damage(tmp_path, pg_url):
+    """PostgreSQL creates the tables in one transaction, then stamps them in others: killed between the two, the
+    schema is unfinished (no study in it), which reading commands say and the next run completes."""
+    _killed_mid_creation(pg_url)
+    status = _cli("status", "--storage", pg_url, cwd=tmp_path)
+    assert status.returncode == 2 and "not complete" in status.stderr and "damaged" not in status.stderr, status.stderr
+    open_storage(pg_url).engine.dispose()
+    assert _cli("status", "--storage", pg_url, cwd=tmp_path).returncode == 0
 
 
 def test_a_schema_left_half_made_by_an_older_driver_is_completed_not_damaged(tmp_path):

@@ -9,6 +9,7 @@ import hashlib
 import shutil
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import sqlalchemy
 from search.cli import main
 from search.dashboard import Dashboard
 from search.storage import open_storage
-from tests.search.conftest import ROOT
+from tests.search.conftest import ROOT, make_read_only, small_file_system
 from tests.search.dashboard.conftest import quickstart
 from tests.search.synthetic import synthetic_study
 
@@ -212,3 +213,53 @@ def test_a_bad_storage_url_is_one_line_for_every_reading_command(monkeypatch, ca
         assert_one_line(code, err, fragment)
         assert "s3cret" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def read_only_layouts(tmp_path, good_db) -> Iterator[Path]:
+    """One study in three write-ahead-log layouts on a read-only file system (issue 25 item 10), each in its folder:
+    `closed` (the log folded in, no -wal/-shm: how a finished study is archived), `open` (-wal and -shm as an open
+    driver left them, the study only in the log) and `log only` (the -wal without its -shm)."""
+    source = tmp_path / "source" / "s.db"
+    source.parent.mkdir()
+    storage = open_storage(f"sqlite:///{source}")
+    sqlalchemy.event.listen(storage.engine, "connect", lambda conn, _: conn.execute("PRAGMA wal_autocheckpoint=0"))
+    storage.engine.dispose()  # the study below stays in the log while the engine is open
+    synthetic_study(quickstart("s"), storage, 6, failed=0)
+    with small_file_system(tmp_path / "ro", "16m") as disk:
+        for layout, suffixes in {"closed": [], "open": ["-wal", "-shm"], "log only": ["-wal"]}.items():
+            (disk / layout).mkdir()
+            shutil.copy(good_db if layout == "closed" else source, disk / layout / "s.db")
+            for suffix in suffixes:
+                shutil.copy(f"{source}{suffix}", disk / layout / f"s.db{suffix}")
+        storage.engine.dispose()
+        make_read_only(disk)
+        yield disk
+
+
+def run_cli(monkeypatch, capsys, cwd: Path, *args: str) -> tuple[int, str, str]:
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["prism-search", *args])
+    with pytest.raises(SystemExit) as done:
+        main()
+    out = capsys.readouterr()
+    return done.value.code, out.out, out.err
+
+
+READING = [["status", "s"], ["best", "s"], ["export", "s"], ["report", "s", "-o", "report.html"]]
+
+
+@pytest.mark.parametrize("layout", ["closed", "open"])
+def test_a_read_only_wal_database_is_read_by_every_reading_command(monkeypatch, capsys, tmp_path, read_only_layouts, layout):
+    url = f"sqlite:///{read_only_layouts / layout / 's.db'}"
+    for args in READING:
+        code, out, err = run_cli(monkeypatch, capsys, tmp_path, *args, "--storage", url)
+        assert code == 0 and err == "" and ("wrote report.html" if args[0] == "report" else "1x2,2x1,4x1") in out, (args, err)
+    status, html = get_page(Dashboard(url), "/study/s")
+    assert status == "200 OK" and "1x2,2x1,4x1" in html
+
+
+def test_a_read_only_log_without_its_index_is_one_line_naming_the_fix(monkeypatch, capsys, tmp_path, read_only_layouts):
+    url = f"sqlite:///{read_only_layouts / 'log only' / 's.db'}"
+    for args in READING:
+        assert_one_line(*cli(monkeypatch, capsys, tmp_path, *args, "--storage", url), "copy s.db and s.db-wal to a writable folder")
