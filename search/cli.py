@@ -44,6 +44,10 @@ TrackOpt = typer.Option(
 AddressOpt = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start a local Ray); needs a network --storage")
 
 
+class _Interrupted(Exception):
+    """Ctrl-C or SIGTERM inside a study's lifecycle: its message says what was kept and how to go on (exit 130)."""
+
+
 def _execute(config: StudyConfig, address: str | None, resume: bool, prior: PriorChoice = None, retry_baselines: bool = False) -> None:
     """Shared by `run` and `resume`: the study's lifecycle (search.study.lifecycle) runs it; here it is printed.
     Ctrl-C or SIGTERM at any moment (before Ray is up too) ends with exit code 130 and what to do next."""
@@ -57,8 +61,7 @@ def _execute(config: StudyConfig, address: str | None, resume: bool, prior: Prio
             message = f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(config)}"
         else:
             message = f"interrupted before study {config.name!r} was created: nothing was stored; run it again to start it"
-        err.print(message, soft_wrap=True, highlight=False)
-        raise typer.Exit(130) from interrupt
+        raise _Interrupted(message) from interrupt
     _print_summary(study, wall_s)
 
 
@@ -296,13 +299,10 @@ def confirm(
         with sigterm_as_ctrl_c():
             rows = confirm_study(study, top, seeds, workers, address, console, track)
     except KeyboardInterrupt as interrupt:
-        err.print(
+        raise _Interrupted(
             f"interrupted: the confirmation runs finished so far are stored; run `prism-search confirm {name} --top {top} "
-            f"--seeds {seeds} --storage {mask_url(config.storage)}` again to train the rest",
-            soft_wrap=True,
-            highlight=False,
-        )
-        raise typer.Exit(130) from interrupt
+            f"--seeds {seeds} --storage {mask_url(config.storage)}` again to train the rest"
+        ) from interrupt
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
 
@@ -568,6 +568,9 @@ def main() -> None:
         _fail(str(e))
     except (sqlalchemy.exc.DBAPIError, optuna.exceptions.StorageInternalError) as e:
         _fail(_database_failure(e))
+    except _Interrupted as e:
+        err.print(str(e), soft_wrap=True, highlight=False)
+        sys.exit(130)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -575,6 +578,8 @@ def main() -> None:
     except typer.TyperException as e:  # typer's copies of click's usage errors: bad value, missing argument, unknown option
         ctx = getattr(e, "ctx", None)
         _fail(f"{e.format_message()} (fix: see `{ctx.command_path if ctx else 'prism-search'} --help`)")
+    if code == 130:  # typer's answer to a Ctrl-C outside a study's lifecycle (loading the config, preflight)
+        err.print("interrupted before anything was stored", highlight=False)
     sys.exit(code if isinstance(code, int) else 0)
 
 

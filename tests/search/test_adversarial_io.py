@@ -466,3 +466,12 @@ def test_audit_and_analyze_find_the_baseline_after_an_interrupted_first_try(stud
     assert code == 0 and json.loads((tmp_path / "p.json").read_text())["schedule"] == "1x3", err
     code, out, err = cli(monkeypatch, capsys, tmp_path, "analyze", "tiny:baseline", *storage)
     assert code == 0 and "schedule 1x3" in out, err
+
+
+def test_ctrl_c_while_the_config_is_read_says_nothing_was_stored(study_toml, tmp_path):
+    """Before the lifecycle starts (config, preflight) typer turns Ctrl-C into an Abort: exit 130 with one line."""
+    study_toml(name="T.toml")
+    done = _cli_signalled(tmp_path, "search.preflight.preflight", signal.SIGINT, "run", "T.toml")
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "interrupted before anything was stored", done.stderr
+    assert not (tmp_path / "prism_search.db").exists()
