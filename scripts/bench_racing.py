@@ -33,7 +33,7 @@ Strategies, one worker, budgets and costs in training tokens (a complete run is 
   incumbent is always uniform (no incumbent switch); with and without auto pruning of its search trials.
 All end with the product's verdict (search.analysis.verdict.decide, margin 0.01). Reported: tokens spent (mean, and
 the 5th-95th percentile over replicates), how often the best schedule by mean is the true best, how often "better" is
-claimed for the true best, and how often for a schedule that is not (shares with 95% Wilson intervals).
+claimed for the true best, and how often for a schedule that is not (replicates, share, 95% Wilson interval).
 """
 
 from __future__ import annotations
@@ -240,10 +240,10 @@ def score(study: Study, truth: str) -> tuple[bool, bool, bool]:
 
 
 def rate(hits: list[bool]) -> str:
-    """Share with its 95% Wilson interval (binomial over replicates)."""
+    """Count of replicates, share and its 95% Wilson interval (binomial over replicates)."""
     k, n = sum(hits), len(hits)
     low, high = proportion_confint(k, n, alpha=0.05, method="wilson")
-    return f"{k / n:.0%} [{low:.0%}, {high:.0%}]"
+    return f"{k}: {k / n:.1%} [{low:.1%}, {high:.1%}]"
 
 
 def main() -> None:
