@@ -5,6 +5,7 @@ Seeding a study with it is the study's business (search.study.lifecycle); priors
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
@@ -12,7 +13,9 @@ from pydantic import TypeAdapter, ValidationError
 from prism import Schedule, ScheduleError, validate
 from search.config import StudyConfig, family_for
 from search.errors import PriorError
+from search.outputs import check_output, write_output
 from search.priors._files import read_versioned_json
+from search.priors.audit import read_profile
 from search.priors.mapping import onset_and_late, rank_schedules
 from search.priors.zones import Zone
 
@@ -40,6 +43,15 @@ def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
         "late": late.to_dict() if late else None,
         "schedules": [r.to_dict() for r in ranked],
     }
+
+
+def write_prior(profile_file: str, config: StudyConfig, top_k: int, output: str) -> dict:
+    """`prior PROFILE STUDY.toml`: map the profile `audit` wrote onto the study's family and write the prior file
+    (`output`, checked before anything is read); returns the prior."""
+    check_output(output, "-o", ".json")
+    prior = make_prior(read_profile(profile_file), config, top_k)
+    write_output(output, json.dumps(prior, indent=1), "-o", ".json")
+    return prior
 
 
 def _zones(profile: dict) -> list[Zone]:
