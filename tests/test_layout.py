@@ -70,7 +70,8 @@ def test_no_exported_name_hides_a_submodule(package):
     assert not submodules & set(module.__all__), f"{package} exports names that hide its submodules"
 
 
-# The arrows: CLI -> study -> {space, runner, storage, priors}; runner -> {prism, analysis}; dashboard -> analysis -> storage.
+# The arrows: CLI -> {study, analysis, priors, dashboard} through their faces (below); study -> {space, runner, storage,
+# priors}; runner -> {prism, analysis}; dashboard -> analysis -> storage.
 # Each entry lists what a package must never import.
 _SERVICE = ("search.analysis", "search.cli", "search.dashboard", "search.priors", "search.runner", "search.storage", "search.study")
 FORBIDDEN = {
