@@ -146,7 +146,7 @@ def search_once(config: StudyConfig, table, profile: dict | None, budget: int, g
     ctx = open_study(config, optuna.storages.InMemoryStorage(), fingerprint="replay")
     study, family = ctx.study, ctx.family
     if profile is not None:
-        seed_study(ctx, make_prior(profile, config), profile)
+        seed_study(ctx, make_prior(profile, config, family), profile)
         narrow_sampler(ctx)
     trained: list[str] = []
     seen: set[tuple[str, int]] = set()
@@ -197,7 +197,7 @@ def replay(config: StudyConfig, table, profile: dict | None, arms: list[str], se
     best_searched = f"{searched[0]} (rank {ranking.index(searched[0]) + 1})"
     print(f"enqueued (trained first by every arm): {', '.join(sorted(enqueued))}; best searched schedule {best_searched}")
     if profile is not None:
-        prior = make_prior(profile, config)
+        prior = make_prior(profile, config, family_for(config))
         zones = [f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]]
         print("profile zones: " + ", ".join(zones))
         ranks = [f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"]]

@@ -281,6 +281,6 @@ def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
         )
     model, _ = load_source(str(path), config.storage)
     profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
-    prior = make_prior(profile, config, top_k)
+    prior = make_prior(profile, config, ctx.family, top_k)
     seed_study(ctx, prior, profile)
     return prior

@@ -21,7 +21,7 @@ def _context(config):
 
 def test_seeding_enqueues_prior_schedules_once_and_stores_prior_and_profile(tiny_config):
     profile = _profile(3, [1])
-    prior = make_prior(profile, tiny_config)
+    prior = make_prior(profile, tiny_config, family_for(tiny_config))
     ctx = _context(tiny_config)
     study = ctx.study
     added = seed_study(ctx, prior, profile)
@@ -49,7 +49,7 @@ def test_narrowing_draws_early_proposals_near_the_priors(tiny_config, strength):
     )
     config = config.model_copy(update={"model": config.model.model_copy(update={"n_layer": 8})})
     family = family_for(config)
-    prior = make_prior(_profile(8, [5]), config, top_k=1)
+    prior = make_prior(_profile(8, [5]), config, family, top_k=1)
     ctx = _context(config)
     study = ctx.study
     seed_study(ctx, prior)
