@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
+    from prism.analysis import LayerMetrics, format_profile, layer_profile
     from prism.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
     from prism.config import ModelConfig, TrainConfig
     from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, load_corpus, train_batches, val_batches
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from prism.training import EvalPoint, Trainer, TrainingDiverged, TrainResult, train
 
 _EXPORTS = {
+    "prism.analysis": ("LayerMetrics", "format_profile", "layer_profile"),
     "prism.checkpoint": ("CheckpointError", "load_checkpoint", "save_checkpoint"),
     "prism.config": ("ModelConfig", "TrainConfig"),
     "prism.data": ("BUILTIN_CORPORA", "Corpus", "CorpusError", "load_corpus", "train_batches", "val_batches"),

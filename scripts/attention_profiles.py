@@ -1,7 +1,7 @@
 """Per-layer attention distance of chosen schedules, for docs/results.md (question 6: do early layers get more local?).
 
 Trains each schedule once with a study's config at its seed through `prism-search train`'s own path
-(search.runner.single.train_single, on the study's cpus_per_trial threads like its workers, so each model is the
+(search.study.single.train_single, on the study's cpus_per_trial threads like its workers, so each model is the
 study's run bit for bit) and measures every layer on the corpus's validation text (prism.analysis).
 The table goes to docs/results/attention.json, which scripts/results.py draws without retraining:
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from prism import Schedule
 from search.config import load_config
-from search.runner.single import train_single
+from search.study.single import train_single
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "attention.json"
 

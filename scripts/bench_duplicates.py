@@ -80,7 +80,7 @@ class Run:
 
 def simulate(config: StudyConfig, family: ScheduleFamily, count_served: bool) -> Run:
     """Ask, serve or 'train', tell, until the stop rule: n_trials finished (count_served) or search.analysis.budget's."""
-    study = open_study(config, optuna.storages.InMemoryStorage(), "synthetic")
+    study = open_study(config, optuna.storages.InMemoryStorage(), "synthetic").study
     streak = longest = 0
     while True:
         b = budget(study.get_trials(deepcopy=False), config.seed)

@@ -141,11 +141,12 @@ def _steady(done: list[float], workers: int) -> float:
 
 def bench_driver(config, fingerprint: str, url: str, workers: int, n: int) -> dict:
     config = config.model_copy(update={"n_trials": n, "storage": url})
-    study = open_study(config, open_storage(url), fingerprint)
+    ctx = open_study(config, open_storage(url), fingerprint)
+    study = ctx.study
     clock = _Clock()
     with _peak_connections(url) as peak:
         wall, cpu = time.perf_counter(), time.process_time()
-        Driver(study, config, fingerprint, clock, stopping=make_stopping(study, config), session_cls=EchoSession).run(n, workers)
+        Driver(ctx, clock, stopping=make_stopping(ctx), session_cls=EchoSession).run(n, workers)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     assert len(study.get_trials(deepcopy=False, states=FINISHED)) == n
     return {"per_trial": _steady(clock.done, workers), "wall_per_trial": wall / n, "cpu_per_trial": cpu / n, "connections": peak[0]}
@@ -179,7 +180,7 @@ def bench_tune(config, url: str, workers: int, n: int, tmp: Path, reuse_actors: 
         functools.partial(_tune_space, family),
         metric="val_loss",
         mode="min",
-        sampler=make_sampler(config),
+        sampler=make_sampler(config, family),
         study_name=f"tune-{uuid.uuid4().hex[:8]}",
         storage=open_storage(url),
     )

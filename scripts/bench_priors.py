@@ -143,11 +143,11 @@ def search_once(config: StudyConfig, table, profile: dict | None, budget: int, g
     A proposal of a (schedule, seed) already trained is answered (the sampler learns) but not counted, as the
     product's duplicate cache does; a sampler that only re-proposes ends the search early (the space is exhausted
     for it), so a short list means the budget was never spent."""
-    study = open_study(config, optuna.storages.InMemoryStorage(), fingerprint="replay")
+    ctx = open_study(config, optuna.storages.InMemoryStorage(), fingerprint="replay")
+    study, family = ctx.study, ctx.family
     if profile is not None:
-        seed_study(study, config, make_prior(profile, config), profile)
-        narrow_sampler(study, config)
-    family = family_for(config)
+        seed_study(ctx, make_prior(profile, config, family), profile)
+        narrow_sampler(ctx)
     trained: list[str] = []
     seen: set[tuple[str, int]] = set()
     for _ in range(3 * budget):  # a sampler re-proposing that much has stopped exploring
@@ -197,7 +197,7 @@ def replay(config: StudyConfig, table, profile: dict | None, arms: list[str], se
     best_searched = f"{searched[0]} (rank {ranking.index(searched[0]) + 1})"
     print(f"enqueued (trained first by every arm): {', '.join(sorted(enqueued))}; best searched schedule {best_searched}")
     if profile is not None:
-        prior = make_prior(profile, config)
+        prior = make_prior(profile, config, family_for(config))
         zones = [f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]]
         print("profile zones: " + ", ".join(zones))
         ranks = [f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"]]

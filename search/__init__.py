@@ -12,10 +12,11 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from search.config import StudyConfig, load_config, parse_config
     from search.errors import ConfigError, PrismSearchError
     from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
+    from search.runner.context import StudyContext
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
     from search.storage import open_storage
-    from search.study.create import load_study, open_study
+    from search.study.create import open_study, reopen_study
     from search.study.samplers import ScheduleGridSampler, make_sampler
     from search.urls import mask_url
 
@@ -31,12 +32,13 @@ _EXPORTS = {
         "UniformFamily",
         "make_family",
     ),
+    "search.runner.context": ("StudyContext",),
     "search.runner.driver": ("Driver", "connect_ray", "requeue_stale_trials"),
     "search.runner.worker": ("TrialSession", "TrialSpec", "run_trial", "throughput_ratio"),
     "search.storage": ("open_storage",),
     "search.urls": ("mask_url",),
     "search.analysis.summary": ("Summary", "summarize"),
-    "search.study.create": ("load_study", "open_study"),
+    "search.study.create": ("open_study", "reopen_study"),
     "search.study.samplers": ("ScheduleGridSampler", "make_sampler"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -1,7 +1,9 @@
 """`prism-search`: a thin Typer face over the search API. Parse, call, render; no logic of its own.
 
-Every user-fixable error (PrismSearchError) prints one line and exits with code 2, before any compute and
-without touching stored data.
+Each part is reached through its package's public face only (search.study for whatever trains or writes a study,
+search.analysis for reading one, search.priors, search.dashboard, ...; tests/test_layout.py checks it), imported
+inside the commands that need it, so `--help` and `status` load no more than they use. Every user-fixable error
+(PrismSearchError) prints one line and exits with code 2, before any compute and without touching stored data.
 """
 
 from __future__ import annotations
@@ -11,23 +13,19 @@ import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-import optuna
-import sqlalchemy
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, ATTR_CONFIG
-from search.config import DEFAULT_STORAGE, MAX_SEEDS, PrismSearchError, StudyConfig, load_config, parse_config, resume_command
-from search.errors import OutputError
-from search.outputs import check_output, write_output
+from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
+from search.config import DEFAULT_STORAGE, MAX_SEEDS, StudyConfig, load_config
+from search.errors import OutputError, PrismSearchError
 from search.signals import sigterm_as_ctrl_c
-from search.storage import open_storage
-from search.urls import mask_in, mask_url
+from search.urls import mask_url
 
 if TYPE_CHECKING:
-    from search.study.lifecycle import PriorChoice
+    from search.analysis import Summary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 # markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
@@ -48,41 +46,26 @@ class _Interrupted(Exception):
     """Ctrl-C or SIGTERM inside a study's lifecycle: its message says what was kept and how to go on (exit 130)."""
 
 
-def _execute(config: StudyConfig, address: str | None, resume: bool, prior: PriorChoice = None, retry_baselines: bool = False) -> None:
-    """Shared by `run` and `resume`: the study's lifecycle (search.study.lifecycle) runs it; here it is printed.
-    Ctrl-C or SIGTERM at any moment (before Ray is up too) ends with exit code 130 and what to do next."""
-    from search.study.lifecycle import execute
+def _execute(config: StudyConfig, address: str | None, resumed=None, **how) -> None:
+    """Shared by `run` and `resume` (`resumed`: the stored study; `how`: the rest of search.study.execute's
+    keywords): the study's lifecycle runs it; here it is printed. Ctrl-C or SIGTERM at any moment (before Ray is
+    up too) ends with exit code 130 and what to do next."""
+    from search.analysis import summarize
+    from search.study import execute, interrupted
 
     try:
         with sigterm_as_ctrl_c():
-            study, wall_s = execute(config, address, resume=resume, prior=prior, console=console, retry_baselines=retry_baselines)
+            study, wall_s = execute(config, address, console=console, resumed=resumed, **how)
     except KeyboardInterrupt as interrupt:
-        if _study_exists(config):
-            message = f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(config)}"
-        else:
-            message = f"interrupted before study {config.name!r} was created: nothing was stored; run it again to start it"
-        raise _Interrupted(message) from interrupt
-    _print_summary(study, wall_s)
+        raise _Interrupted(interrupted(config, resuming=resumed is not None)) from interrupt
+    _print_summary(summarize(study), wall_s)
 
 
-def _study_exists(config: StudyConfig) -> bool:
-    """Whether the study was stored (its config is what marks it created): only then is there anything to resume."""
-    import optuna
-
-    try:
-        summaries = optuna.get_all_study_summaries(open_storage(config.storage, create=False))
-    except PrismSearchError:
-        return False
-    return any(s.study_name == config.name and ATTR_CONFIG in s.user_attrs for s in summaries)
-
-
-def _print_summary(study, wall_s: float | None) -> None:
+def _print_summary(s: Summary, wall_s: float | None) -> None:
     """The verdict first, then the study table (the schedules' gaps to uniform, references, rung fidelity), the
     confirmation table and the warnings."""
-    from search.analysis.stats import MIN_CURVES, tokens_text
-    from search.analysis.summary import summarize
+    from search.analysis import MIN_CURVES, tokens_text
 
-    s = summarize(study)
     console.print(Text(f"{s.name}: {s.verdict.text()}"), soft_wrap=True)
     table = Table(title=f"study {s.name}", show_header=False)
     counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
@@ -141,7 +124,7 @@ TOP_GAPS = 5  # schedules listed in `status` by paired mean; --json has all
 
 
 def _gap_row(gap) -> str:
-    from search.analysis.stats import PairedGap
+    from search.analysis import PairedGap
 
     shown = PairedGap.of(gap.contrast, gap.adjusted_p)
     return f"{shown.text()} {shown.verdict if shown.low is not None else ''} seeds {', '.join(map(str, gap.seeds))}".replace("  ", " ")
@@ -162,21 +145,6 @@ def _print_confirmation(rows, title: str) -> None:
     console.print(table)
 
 
-def _with_overrides(config: StudyConfig, storage, n_trials, workers, track=None) -> StudyConfig:
-    """The flags on top of the config, checked by the same bounds as the file (`--n-trials`: n_trials, `--workers`:
-    resources.workers); the corpus was checked when the config was read."""
-    data = config.model_dump()
-    if track:
-        data["tracking"] = config.tracking.with_flags(track).model_dump()
-    if storage:
-        data["storage"] = storage
-    if n_trials:
-        data["n_trials"] = n_trials
-    if workers:
-        data["resources"]["workers"] = workers
-    return parse_config(data, "command line", stored=True)
-
-
 @app.command()
 def run(
     study_file: str = typer.Argument(..., help="study config, e.g. studies/quickstart.toml"),
@@ -188,13 +156,8 @@ def run(
     prior: str | None = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
-    from search.preflight import preflight
-    from search.study.lifecycle import AutoPrior, keeping_checkpoints, parse_prior
-
-    config = _with_overrides(load_config(study_file), storage, n_trials, workers, track)
-    choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
-    preflight(keeping_checkpoints(config) if isinstance(choice, AutoPrior) else config, address=address)  # auto: the baselines keep theirs
-    _execute(config, address, resume=False, prior=choice)
+    config = load_config(study_file).with_flags(storage=storage, n_trials=n_trials, workers=workers, track=track)
+    _execute(config, address, prior=prior)
 
 
 @app.command()
@@ -210,15 +173,12 @@ def resume(
     ),
 ) -> None:
     """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
-    from search.preflight import preflight
-    from search.storage.records import stored_config
-    from search.study.commands import check_cluster
+    from search.study import reopen
 
     url = storage or DEFAULT_STORAGE
-    check_cluster(address, url)  # before the storage is read: a cluster needs a network storage
-    config = _with_overrides(stored_config(_stored(name, url)), url, n_trials, workers, track)
-    preflight(config, address=address)
-    _execute(config, address, resume=True, retry_baselines=retry_baselines)
+    study, stored = reopen(name, url, address)
+    config = stored.with_flags(storage=url, n_trials=n_trials, workers=workers, track=track)
+    _execute(config, address, resumed=study, retry_baselines=retry_baselines)
 
 
 @app.command()
@@ -228,24 +188,17 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
-    import optuna
+    from search.analysis import stored_studies, stored_study, summarize
 
-    from search.analysis.summary import summarize
-    from search.study.create import load_study
-
-    store = open_storage(storage or DEFAULT_STORAGE, create=False)
-    everything = [] if name else optuna.get_all_study_summaries(store)
-    plain = [s.study_name for s in everything if ATTR_CONFIG not in s.user_attrs]  # another tool's: nothing to summarize
-    names = [name] if name else [s.study_name for s in everything if s.study_name not in plain]
-    studies = [load_study(n, store) for n in names]
+    url = storage or DEFAULT_STORAGE
+    studies, plain = ([stored_study(name, url)], []) if name else stored_studies(url)  # plain: another tool's, left out
     if as_json:
         print(json.dumps([summarize(s).to_dict() for s in studies], indent=2))
         return
     if not studies:
-        where = mask_url(storage or DEFAULT_STORAGE)
-        console.print(f"no prism-search studies in {where} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
+        console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
     for study in studies:
-        _print_summary(study, None)
+        _print_summary(summarize(study), None)
     if plain:
         console.print(f"not created by prism-search (left out): {', '.join(plain)}", soft_wrap=True, highlight=False, markup=False)
 
@@ -271,12 +224,6 @@ def schedules(
             print(schedule)
 
 
-def _stored(name: str, storage: str | None):
-    from search.study.create import load_study
-
-    return load_study(name, open_storage(storage or DEFAULT_STORAGE, create=False))
-
-
 @app.command()
 def confirm(
     name: str = typer.Argument(..., help="study name"),
@@ -288,16 +235,15 @@ def confirm(
     track: list[str] | None = TrackOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
-    from search.preflight import preflight
-    from search.storage.records import stored_config
-    from search.study.lifecycle import confirm as confirm_study
+    from search.study import confirm as confirm_study
+    from search.study import reopen
 
-    study = _stored(name, storage)
-    config = _with_overrides(stored_config(study), storage or DEFAULT_STORAGE, None, workers, track)
-    preflight(config, address=address)
+    url = storage or DEFAULT_STORAGE
+    study, stored = reopen(name, url)
+    config = stored.with_flags(storage=url, workers=workers, track=track)
     try:
         with sigterm_as_ctrl_c():
-            rows = confirm_study(study, top, seeds, workers, address, console, track)
+            rows = confirm_study(study, config, top, seeds, address, console)
     except KeyboardInterrupt as interrupt:
         raise _Interrupted(
             f"interrupted: the confirmation runs finished so far are stored; run `prism-search confirm {name} --top {top} "
@@ -312,9 +258,9 @@ def best(
     storage: str | None = StorageOpt,
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
-    from search.analysis.summary import summarize
+    from search.analysis import stored_study, summarize
 
-    s = summarize(_stored(name, storage))
+    s = summarize(stored_study(name, storage or DEFAULT_STORAGE))
     if s.best_schedule is None:
         raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
     print(f"verdict\t{s.verdict.text()}")
@@ -332,11 +278,12 @@ def export(
     storage: str | None = StorageOpt,
 ) -> None:
     """Every finished trial as a row: objectives, metrics and one column per layer's head count."""
-    from search.study.export import render
+    from search.analysis import stored_study
+    from search.study import render
 
     if fmt not in ("csv", "json"):
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")
-    text = render(_stored(name, storage), fmt)
+    text = render(stored_study(name, storage or DEFAULT_STORAGE), fmt)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -374,8 +321,8 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="print the result record as JSON"),
 ) -> None:
     """Train one model with one schedule and print its result record."""
-    from prism.analysis import format_profile
-    from search.study.commands import resolve, train_single
+    from prism import format_profile
+    from search.study import resolve, train_single
 
     overrides = {
         "data.corpus": corpus,
@@ -417,10 +364,10 @@ def analyze(
     storage: str | None = StorageOpt,
 ) -> None:
     """Per-layer metrics table of a saved model on its corpus's validation text."""
-    from prism.analysis import format_profile
-    from search.study.commands import analyze_source
+    from prism import format_profile
+    from search.study import analyze as analyze_model
 
-    meta, rows = analyze_source(path, storage or DEFAULT_STORAGE)
+    meta, rows = analyze_model(path, storage or DEFAULT_STORAGE)
     console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)
     print(format_profile(rows))
 
@@ -451,7 +398,6 @@ def report(
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
 
-    check_output(output, "-o", ".html")
     path = write_report(storage or DEFAULT_STORAGE, name, output)
     console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
 
@@ -466,17 +412,9 @@ def audit(
     storage: str | None = StorageOpt,
 ) -> None:
     """Per-layer geometry of a model on fixed probe texts, and its transition zones."""
-    from pathlib import Path
+    from search.priors import write_audit
 
-    from search.study.commands import audit_model, load_source, write_report
-
-    page = html or Path(output).with_suffix(".html")
-    check_output(output, "-o", ".json")
-    check_output(page, "--html", ".html")
-    model, kind = load_source(source, storage or DEFAULT_STORAGE)
-    profile = audit_model(model, source=source) | {"kind": kind}
-    write_output(output, json.dumps(profile, indent=1), "-o", ".json")
-    report = write_report(profile, page, "--html")
+    profile, report = write_audit(source, storage or DEFAULT_STORAGE, output, html)
     table = Table(title=f"transition zones of {source} ({profile['schedule']})")
     for col in ("depth", "from layer", "span", "strength"):
         table.add_column(col)
@@ -494,13 +432,10 @@ def prior(
     top: int = typer.Option(4, "--top", min=1, help="how many schedules to rank"),
 ) -> None:
     """Map a geometry profile to a ranked list of schedules in the study's family."""
-
-    from search.study.commands import LATE_DEFAULT, ONSET_DEFAULT, make_prior, read_profile
+    from search.priors import LATE_DEFAULT, ONSET_DEFAULT, write_prior
 
     config = load_config(study_file)
-    check_output(output, "-o", ".json")
-    result = make_prior(read_profile(profile_file), config, top)
-    write_output(output, json.dumps(result, indent=1), "-o", ".json")
+    result = write_prior(profile_file, config, top, output)
     onset = result["onset"]
     table = Table(
         title=f"prior for {config.name} ({config.space.family} family, baseline {result['baseline']}); integration onset "
@@ -566,8 +501,6 @@ def main() -> None:
         code = app(prog_name="prism-search", standalone_mode=False)  # returns the exit code of a typer.Exit
     except PrismSearchError as e:
         _fail(str(e))
-    except (sqlalchemy.exc.DBAPIError, optuna.exceptions.StorageInternalError) as e:
-        _fail(_database_failure(e))
     except _Interrupted as e:
         err.print(str(e), soft_wrap=True, highlight=False)
         sys.exit(130)
@@ -578,23 +511,16 @@ def main() -> None:
     except typer.TyperException as e:  # typer's copies of click's usage errors: bad value, missing argument, unknown option
         ctx = getattr(e, "ctx", None)
         _fail(f"{e.format_message()} (fix: see `{ctx.command_path if ctx else 'prism-search'} --help`)")
+    except Exception as e:  # a database that failed under the command: one line too (search.study.failures)
+        from search.study import database_failure
+
+        failure = database_failure(e)
+        if failure is None:
+            raise
+        _fail(failure)
     if code == 130:  # typer's answer to a Ctrl-C outside a study's lifecycle (loading the config, preflight)
         err.print("interrupted before anything was stored", highlight=False)
     sys.exit(code if isinstance(code, int) else 0)
-
-
-def _database_failure(e: Exception) -> str:
-    """A database that fails under a command (a corrupted page, a lock another process holds past the wait): the
-    driver's own error, one line; what was stored stays as it was."""
-    cause = e if isinstance(e, sqlalchemy.exc.DBAPIError) else (e.__cause__ or e)
-    orig = getattr(cause, "orig", None) or cause
-    reason = mask_in(str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__)
-    fix = (
-        "wait for the other process that holds it, then run the command again"
-        if "locked" in reason
-        else "restore the database from a backup, or point --storage at another one"
-    )
-    return f"the database failed: {reason}; fix: {fix}"
 
 
 def _fail(message: str) -> NoReturn:

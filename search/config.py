@@ -357,6 +357,22 @@ class StudyConfig(_Section):
         heads = self.space.baseline_heads or min(allowed, key=lambda h: abs(self.model.d_model // h - 64))
         return Schedule.uniform(heads, self.model.n_layer)
 
+    def with_flags(
+        self, *, storage: str | None = None, n_trials: int | None = None, workers: int | None = None, track: list[str] | None = None
+    ) -> StudyConfig:
+        """The command line's flags on top of this config, checked by the same bounds as the file (`--n-trials`:
+        n_trials, `--workers`: resources.workers, `--track`: tracking); the corpus was checked when it was read."""
+        data = self.model_dump()
+        if track:
+            data["tracking"] = self.tracking.with_flags(track).model_dump()
+        if storage:
+            data["storage"] = storage
+        if n_trials:
+            data["n_trials"] = n_trials
+        if workers:
+            data["resources"]["workers"] = workers
+        return parse_config(data, "command line", stored=True)
+
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
     """One line naming the field and the fix; an echoed input is masked, since a misplaced URL may carry a password."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from search.runner.single import resolve
+from search.study.single import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

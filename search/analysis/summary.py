@@ -188,11 +188,10 @@ def val_loss(trial: FrozenTrial) -> float:
     return trial.values[0]
 
 
-def ranked(study: optuna.Study, config: StudyConfig | None = None) -> list[FrozenTrial]:
+def ranked(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
     Baseline repeats at other seeds and confirmation runs measure noise; they never compete. A COMPLETE trial without
     values (a damaged row) competes for nothing."""
-    config = config or stored_config(study)
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     paired = [
         t

@@ -3,12 +3,14 @@
 Seeding a study with a prior is the study's (search.study.lifecycle): priors rank and measure, they never touch a study.
 """
 
-from search.priors.audit import AuditError, audit_model, load_source, read_profile, trial_checkpoint, write_report
-from search.priors.mapping import RankedSchedule, ideal_schedule, onset_and_late, rank_schedules
-from search.priors.prior_file import PriorError, make_prior, read_prior
+from search.priors.audit import AuditError, audit_model, load_source, read_profile, trial_checkpoint, write_audit, write_report
+from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT, RankedSchedule, ideal_schedule, onset_and_late, rank_schedules
+from search.priors.prior_file import PriorError, make_prior, read_prior, write_prior
 from search.priors.zones import Zone, detect_zones
 
 __all__ = [
+    "LATE_DEFAULT",
+    "ONSET_DEFAULT",
     "AuditError",
     "PriorError",
     "RankedSchedule",
@@ -23,5 +25,7 @@ __all__ = [
     "read_prior",
     "read_profile",
     "trial_checkpoint",
+    "write_audit",
+    "write_prior",
     "write_report",
 ]

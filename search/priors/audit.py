@@ -18,7 +18,7 @@ from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
 from search.errors import AuditError
-from search.outputs import write_output
+from search.outputs import check_output, write_output
 from search.priors._files import read_versioned_json
 from search.priors.zones import MIN_STRENGTH, detect_zones
 
@@ -140,6 +140,19 @@ def audit_model(model: PrismLM, source: str = "", n_probes: int = 8) -> dict:
         f"smoothing from 6 layers, mean |change| per boundary, local maxima with prominence (strength) >= {MIN_STRENGTH}"
     )
     return profile
+
+
+def write_audit(source: str, storage_url: str, output: str, html: str | None = None) -> tuple[dict, Path]:
+    """`audit SOURCE`: audit the model SOURCE names, write its profile (JSON, `output`) and its report (`html`,
+    default: the profile's name with .html); both places are checked before the model loads. Returns the profile
+    and where the report went."""
+    page = html or Path(output).with_suffix(".html")
+    check_output(output, "-o", ".json")
+    check_output(page, "--html", ".html")
+    model, kind = load_source(source, storage_url)
+    profile = audit_model(model, source=source) | {"kind": kind}
+    write_output(output, json.dumps(profile, indent=1), "-o", ".json")
+    return profile, write_report(profile, page, "--html")
 
 
 def read_profile(path: str | Path) -> dict:

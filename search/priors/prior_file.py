@@ -5,6 +5,7 @@ Seeding a study with it is the study's business (search.study.lifecycle); priors
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
@@ -12,22 +13,26 @@ from pydantic import TypeAdapter, ValidationError
 from prism import Schedule, ScheduleError, validate
 from search.config import StudyConfig, family_for
 from search.errors import PriorError
+from search.families import ScheduleFamily
+from search.outputs import check_output, write_output
 from search.priors._files import read_versioned_json
+from search.priors.audit import read_profile
 from search.priors.mapping import onset_and_late, rank_schedules
 from search.priors.zones import Zone
 
 PRIOR_FORMAT = "prism-prior/1"
 
 
-def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
-    """Map a profile onto the study's family (see search.priors.mapping); the result is the prior file's JSON."""
+def make_prior(profile: dict, config: StudyConfig, family: ScheduleFamily, top_k: int = 4) -> dict:
+    """Map a profile onto the study's family (`family`, the one `config` declares: search.config.family_for; see
+    search.priors.mapping); the result is the prior file's JSON."""
     if profile.get("n_layer") != config.model.n_layer:
         raise PriorError(
             f"the profile is of a {profile.get('n_layer')}-layer model, the study {config.name!r} has "
             f"model.n_layer={config.model.n_layer}; audit a model of the study's depth"
         )
     zones = _zones(profile)
-    ranked = rank_schedules(family_for(config), config.baseline.heads[0], zones, top_k)
+    ranked = rank_schedules(family, config.baseline.heads[0], zones, top_k)
     onset, late = onset_and_late(zones)
     return {
         "format": PRIOR_FORMAT,
@@ -40,6 +45,15 @@ def make_prior(profile: dict, config: StudyConfig, top_k: int = 4) -> dict:
         "late": late.to_dict() if late else None,
         "schedules": [r.to_dict() for r in ranked],
     }
+
+
+def write_prior(profile_file: str, config: StudyConfig, top_k: int, output: str) -> dict:
+    """`prior PROFILE STUDY.toml`: map the profile `audit` wrote onto the study's family and write the prior file
+    (`output`, checked before anything is read); returns the prior."""
+    check_output(output, "-o", ".json")
+    prior = make_prior(read_profile(profile_file), config, family_for(config), top_k)
+    write_output(output, json.dumps(prior, indent=1), "-o", ".json")
+    return prior
 
 
 def _zones(profile: dict) -> list[Zone]:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import optuna
-
 from search.analysis.summary import is_paired_baseline, pareto_trials, ranked
 from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig
+from search.runner.context import StudyContext
 
 
 def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:
@@ -27,10 +26,11 @@ def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:
     return str(Path(config.checkpoint_dir) / config.name / f"trial-{number:05d}")
 
 
-def keep_checkpoints(study: optuna.Study, config: StudyConfig) -> None:
+def keep_checkpoints(ctx: StudyContext) -> None:
     """After a trial was told: when keeping "best", delete every checkpoint but those of the best trial, the
     Pareto front (multi-objective studies) and the paired baseline. Duplicates share their original's
     directory, so what is kept is decided by path, not by trial."""
+    study, config = ctx.study, ctx.config
     if config.keep_checkpoints != "best":
         return
     competing = ranked(study, config)

@@ -1,4 +1,5 @@
-"""The corpus a study trains on, checked up front by whatever is about to train (a study's driver, `train`)."""
+"""The corpus a study trains on, loaded and checked once up front by whatever is about to train (a command that drives a
+study, search.study.lifecycle; `train`)."""
 
 from __future__ import annotations
 

@@ -44,17 +44,17 @@ from search.attrs import (
     THROUGHPUT_RATIO,
     WORKER,
 )
-from search.config import StudyConfig, family_for, resume_command
+from search.config import resume_command
 from search.errors import DatabaseUnavailable, TooManyFailures
 from search.progress import Progress
 from search.runner import cache
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
+from search.runner.context import StudyContext
 from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage import stale_trial_ids, storage_of, trial_id
-from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs, stored_config
-from search.tracking import make_trackers
+from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
 DB_ERRORS = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
@@ -84,7 +84,7 @@ def connect_ray(address: str | None, num_cpus: int) -> str | None:
     return None
 
 
-def requeue_stale_trials(study: optuna.Study) -> list[int]:
+def requeue_stale_trials(ctx: StudyContext) -> list[int]:
     """Fail RUNNING trials whose driver stopped sending heartbeats and queue their schedules again.
 
     Failing a trial is a conditional update (it must still be RUNNING), so when two drivers race over one
@@ -92,8 +92,8 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
     drawn (nothing to run again), and a served copy whose schedule another trial holds (its original, if lost
     too, is queued again in its own right).
     """
+    study = ctx.study
     storage = storage_of(study)
-    family = family_for(stored_config(study))
     requeued = []
     for stale_id in stale_trial_ids(study):
         trial = storage.get_trial(stale_id)
@@ -106,7 +106,7 @@ def requeue_stale_trials(study: optuna.Study) -> list[int]:
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
         if held_by is None and SCHEDULE in trial.user_attrs:
-            _requeue(study, family, trial, attempt=trial.user_attrs.get(ATTEMPT, 0))
+            _requeue(study, ctx.family, trial, attempt=trial.user_attrs.get(ATTEMPT, 0))
             requeued.append(trial.number)
     return requeued
 
@@ -154,24 +154,21 @@ class Racing(Protocol):
 class Driver:
     def __init__(
         self,
-        study: optuna.Study,
-        config: StudyConfig,
-        fingerprint: str,
+        ctx: StudyContext,
         progress: Progress | None = None,
         *,
         stopping: Stopping,
         racing: Racing | None = None,
         session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
     ):
-        self.study, self.config, self.fingerprint = study, config, fingerprint
-        self.family = family_for(config)
+        self.ctx = ctx
+        self.study, self.config, self.family = ctx.study, ctx.config, ctx.family
         self.stopping, self.racing = stopping, racing
         self.progress = progress
-        self.trackers = make_trackers(config.tracking)  # Optuna-style callbacks, told each finished trial
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
         self.asked: list[optuna.Trial] = []  # every trial this driver started; an interrupt fails those still RUNNING
-        res = config.resources
+        res = ctx.config.resources
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
@@ -208,7 +205,7 @@ class Driver:
             try:
                 for job in self.in_flight.values():
                     self._db(storage_of(self.study).record_heartbeat, trial_id(job.trial))
-                requeued = self._db(requeue_stale_trials, self.study)
+                requeued = self._db(requeue_stale_trials, self.ctx)
             except DatabaseUnavailable:
                 # not worth stopping for: a result about to arrive must reach _finish, which keeps it in the
                 # undelivered file if the outage lasts; any write that matters stops the run by itself
@@ -228,7 +225,7 @@ class Driver:
             train=self.config.train.to_train_config(seed, device),
             corpus=self.config.data.corpus,
             val_fraction=self.config.data.val_fraction,
-            corpus_fingerprint=self.fingerprint,
+            corpus_fingerprint=self.ctx.fingerprint,
             threads=self.config.resources.cpus_per_trial,
             baseline=str(self.config.baseline),
             probe_steps=self.config.search.throughput_probe_steps,
@@ -343,7 +340,7 @@ class Driver:
                 f"database unreachable; the result of trial {job.trial.number} is kept in {path}. Bring the "
                 f"database back, then `{resume_command(self.config)}` stores it"
             ) from None
-        self._db(keep_checkpoints, self.study, self.config)
+        self._db(keep_checkpoints, self.ctx)
         self._track(job.trial)
         if self.progress:
             self.progress.finished(job.trial.number, state.name, result.final_val_loss)
@@ -352,9 +349,9 @@ class Driver:
 
     def _track(self, trial: optuna.Trial) -> None:
         """The driver, the only writer, hands each finished trial as stored to the trackers; they never raise."""
-        if self.trackers:
+        if self.ctx.trackers:
             frozen = self._db(storage_of(self.study).get_trial, trial_id(trial))
-            for tracker in self.trackers:
+            for tracker in self.ctx.trackers:
                 tracker(self.study, frozen)
 
     def _fail(self, trial: optuna.Trial, reason: str, retry: bool = False, requeue: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 `TrialSession` runs one trial an evaluation interval at a time. The search driver wraps it in a Ray actor
 (local or on a cluster) and decides between intervals whether to prune; `prism-search train`
-(search.runner.single) runs the same session in process through `run_trial`. Specs and the session's answers
+(search.study.single) runs the same session in process through `run_trial`. Specs and the session's answers
 (search.runner.messages) are plain picklable values, and a session never touches the database.
 
 Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (a pruned one too when

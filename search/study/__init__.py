@@ -1,25 +1,31 @@
 """The study: what to search and in which order. Creates and opens studies, samples and prunes, drives a study's
-life (run, resume, seed with a prior, confirm) through the runner, and exports it.
+life (run, resume, seed with a prior, confirm) through the runner, exports it, and trains or analyzes one model of
+a study's config outside any study (`train`, `analyze`).
 
 Arrows: the CLI calls the study; the study calls the schedule space, the runner, the storage and the priors.
 Importing this package loads neither Ray nor torch: the functions that train import them.
 """
 
 from search.study.confirmation import run_confirmation, top_schedules
-from search.study.create import load_study, open_study
+from search.study.create import open_study, reopen_study
 from search.study.export import render
-from search.study.lifecycle import confirm, execute, narrow_sampler, prior_from_baseline, seed_study
+from search.study.failures import database_failure
+from search.study.lifecycle import confirm, execute, interrupted, narrow_sampler, prior_from_baseline, reopen, seed_study
 from search.study.pruning import OptunaPruning, RungStopping, make_pruner, make_stopping
 from search.study.samplers import PriorSampler, ScheduleGridSampler, make_sampler
+from search.study.single import SingleRun, analyze, resolve, train_single
 
 __all__ = [
     "OptunaPruning",
     "PriorSampler",
     "RungStopping",
     "ScheduleGridSampler",
+    "SingleRun",
+    "analyze",
     "confirm",
+    "database_failure",
     "execute",
-    "load_study",
+    "interrupted",
     "make_pruner",
     "make_sampler",
     "make_stopping",
@@ -27,7 +33,11 @@ __all__ = [
     "open_study",
     "prior_from_baseline",
     "render",
+    "reopen",
+    "reopen_study",
+    "resolve",
     "run_confirmation",
     "seed_study",
     "top_schedules",
+    "train_single",
 ]

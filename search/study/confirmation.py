@@ -17,8 +17,9 @@ from prism import Schedule
 from search.analysis.budget import budget
 from search.analysis.summary import ConfirmationRow, confirmation_rows, schedule_ranking
 from search.attrs import ATTR_CONFIRMATION_PLAN, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
-from search.config import PrismSearchError, StudyConfig, family_for
-from search.storage.records import enqueue, stored_config
+from search.config import PrismSearchError, StudyConfig
+from search.runner.context import StudyContext
+from search.storage.records import enqueue
 from search.study.pruning import make_stopping
 
 CONFIRM_SEED_OFFSET = 1000
@@ -28,21 +29,20 @@ def confirm_seeds(config: StudyConfig, n: int) -> list[int]:
     return [config.seed + CONFIRM_SEED_OFFSET + k for k in range(n)]
 
 
-def top_schedules(study: optuna.Study, top: int) -> list[str]:
+def top_schedules(study: optuna.Study, config: StudyConfig, top: int) -> list[str]:
     """The `top` schedules other than the baseline by paired mean gap to uniform over every seed they ran (the
     ranking the verdict names)."""
-    out = schedule_ranking(study.get_trials(deepcopy=False), stored_config(study))
+    out = schedule_ranking(study.get_trials(deepcopy=False), config)
     if not out:
         raise PrismSearchError(f"study {study.study_name!r} has no complete feasible trial to confirm; run it first")
     return out[:top]
 
 
-def plan(study: optuna.Study, top: int, seeds: int) -> int:
+def plan(ctx: StudyContext, top: int, seeds: int) -> int:
     """Queue the confirmation runs (baseline first) that the study does not hold yet; returns how many confirmation
     runs are left to train (queued now or by an earlier, interrupted `confirm`)."""
-    config = stored_config(study)
-    family = family_for(config)
-    schedules = [str(config.baseline), *top_schedules(study, top)]
+    study, config = ctx.study, ctx.config
+    schedules = [str(config.baseline), *top_schedules(study, config, top)]
     held = {TrialState.COMPLETE, TrialState.PRUNED, TrialState.WAITING, TrialState.RUNNING}
     have = {
         (t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))
@@ -52,7 +52,7 @@ def plan(study: optuna.Study, top: int, seeds: int) -> int:
     for schedule in schedules:
         for seed in confirm_seeds(config, seeds):
             if (schedule, seed) not in have:
-                enqueue(study, family, Schedule.parse(schedule), role=ROLE_CONFIRM, seed=seed)
+                enqueue(study, ctx.family, Schedule.parse(schedule), role=ROLE_CONFIRM, seed=seed)
     study.set_user_attr(ATTR_CONFIRMATION_PLAN, json.dumps({"schedules": schedules, "seeds": seeds}))
     return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
@@ -64,21 +64,19 @@ def collect(study: optuna.Study) -> list[ConfirmationRow]:
     return [r for r in rows if r.schedule in planned]
 
 
-def run_confirmation(
-    study: optuna.Study, config: StudyConfig, fingerprint: str, top: int, seeds: int, n_workers: int, progress=None
-) -> list[ConfirmationRow]:
-    """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules; `config`
-    is the study's stored one with the command's overrides (workers, trackers)."""
+def run_confirmation(ctx: StudyContext, top: int, seeds: int, n_workers: int, progress=None) -> list[ConfirmationRow]:
+    """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules; the
+    context's config is the study's stored one with the command's flags (workers, trackers)."""
     from search.runner.driver import Driver, requeue_stale_trials  # the driver needs Ray; planning and collecting don't
 
-    requeue_stale_trials(study)  # runs of a stopped `confirm` (or run) whose driver died are queued again
-    queued = plan(study, top, seeds)
-    driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
+    requeue_stale_trials(ctx)  # runs of a stopped `confirm` (or run) whose driver died are queued again
+    queued = plan(ctx, top, seeds)
+    driver = Driver(ctx, progress, stopping=make_stopping(ctx))
     # running trials count: a dead driver's whose heartbeat is not stale yet is queued again while this one
     # runs, and its retry must train too
-    done = budget(study.get_trials(deepcopy=False), config.seed)
+    done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed)
     target = done.trained + done.running + queued
     if progress is not None:
         progress.target = target  # what is really left, now that runs held from an earlier `confirm` are known
     driver.run(target, n_workers)
-    return collect(study)
+    return collect(ctx.study)

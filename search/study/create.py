@@ -4,10 +4,14 @@ A study stores its full validated config and its corpus fingerprint (search.stor
 needs no TOML and refuses a corpus that changed. The uniform baseline is enqueued first, once per
 `baseline_seeds`; the first baseline uses the study seed like every search trial, so its gap to any schedule
 is a paired comparison (search.analysis.summary).
+
+Opening a study to train it returns its context (search.runner.context.StudyContext): the schedule space its
+sampler draws from and its queue is made of is built here, once, and handed on with the study.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import optuna
@@ -15,13 +19,15 @@ from optuna.trial import TrialState
 
 from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
 from search.config import OBJECTIVES, PrismSearchError, StudyConfig, family_for, references_for
-from search.storage.records import enqueue, failed_for_good, find_study, run_of, stored_config
+from search.runner.context import StudyContext
+from search.storage.records import enqueue, failed_for_good, run_of, stored_config
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
 from search.urls import mask_url
 
 if TYPE_CHECKING:
     from prism import Schedule
+    from search.tracking import Tracker
 
 
 def _comparable(config: StudyConfig) -> dict:
@@ -30,20 +36,19 @@ def _comparable(config: StudyConfig) -> dict:
     return config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir", "tracking"})
 
 
-def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
-    config = stored_config(find_study(name, storage))
-    return optuna.load_study(study_name=name, storage=storage, sampler=make_sampler(config), pruner=make_pruner(config))
-
-
-def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, fingerprint: str) -> optuna.Study:
-    """Create the study or reopen it after checking nothing drifted, and queue the baseline and reference runs it
-    lacks (callers hold the creation lock)."""
+def open_study(
+    config: StudyConfig, storage: optuna.storages.BaseStorage, fingerprint: str, trackers: Sequence[Tracker] = ()
+) -> StudyContext:
+    """Create the study (`run`) or reopen it after checking nothing drifted, and queue the baseline and reference
+    runs it lacks (callers hold the creation lock); returns its context. `trackers`: the command's
+    (search.tracking.make_trackers), made before anything is stored."""
+    family = family_for(config)
     study = optuna.create_study(
         study_name=config.name,
         storage=storage,
         load_if_exists=True,
         directions=[OBJECTIVES[o] for o in config.search.objectives],
-        sampler=make_sampler(config),
+        sampler=make_sampler(config, family),
         pruner=make_pruner(config),
     )
     if ATTR_CONFIG in study.user_attrs:
@@ -59,8 +64,19 @@ def open_study(config: StudyConfig, storage: optuna.storages.BaseStorage, finger
         study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
         study.set_metric_names(list(config.search.objectives))
         store_config(study, config)
-    enqueue_missing_baselines(study, config)
-    return study
+    ctx = StudyContext(config, family, study, fingerprint, tuple(trackers))
+    enqueue_missing_baselines(ctx)
+    return ctx
+
+
+def reopen_study(study: optuna.Study, config: StudyConfig, fingerprint: str, trackers: Sequence[Tracker] = (), *, fix: str) -> StudyContext:
+    """A stored study, read once (`resume`, `confirm`: search.analysis.stored_study), made ready to train: the
+    sampler and pruner `config` asks for, and its corpus checked against the one loaded (`fix`: what to do when
+    they differ). Returns its context."""
+    check_same_corpus(study, fingerprint, fix=fix)
+    family = family_for(config)
+    study.sampler, study.pruner = make_sampler(config, family), make_pruner(config)
+    return StudyContext(config, family, study, fingerprint, tuple(trackers))
 
 
 def check_same_corpus(study: optuna.Study, fingerprint: str, *, fix: str) -> None:
@@ -81,7 +97,7 @@ def store_config(study: optuna.Study, config: StudyConfig) -> None:
     study.set_user_attr(ATTR_CONFIG, masked.model_dump_json())
 
 
-def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig, retry_failed: bool = False) -> list[str]:
+def enqueue_missing_baselines(ctx: StudyContext, retry_failed: bool = False) -> list[str]:
     """Queue each baseline and reference run (one per baseline seed) the study does not hold: all of them for a
     new study, those a driver killed between two enqueues never queued for one reopened. Held: a run with a try
     in any state but FAIL, or one that failed for good (search.storage.records.failed_for_good: its retries spent,
@@ -89,9 +105,9 @@ def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig, retry_fa
     `resume --retry-baselines`). Called under the creation lock (search.storage.creation_lock; SQLite: the driver
     lock), so concurrent drivers queue each run once.
     Returns what was queued."""
+    study, config = ctx.study, ctx.config
     trials = study.get_trials(deepcopy=False)
     held = {run_of(t.user_attrs) for t in trials if t.state != TrialState.FAIL} | (set() if retry_failed else set(failed_for_good(trials)))
-    family = family_for(config)
     seeds = [config.seed + k for k in range(config.search.baseline_seeds)]
     # baselines first (a study's first trials), then each reference at every baseline seed: its gap to uniform
     # is paired on all of them
@@ -100,6 +116,6 @@ def enqueue_missing_baselines(study: optuna.Study, config: StudyConfig, retry_fa
     queued = []
     for role, schedule, seed, extra in runs:
         if (role, str(schedule), seed) not in held:
-            enqueue(study, family, schedule, role=role, seed=seed, **extra)
+            enqueue(study, ctx.family, schedule, role=role, seed=seed, **extra)
             queued.append(f"{role} {schedule} seed {seed}")
     return queued

@@ -17,7 +17,8 @@ from search.analysis.budget import budget
 from search.analysis.sequential import Plan, State, state
 from search.analysis.summary import study_runs
 from search.attrs import RETRY_OF, ROLE_RACE, SCHEDULE, SEED
-from search.config import PrismSearchError, StudyConfig, family_for
+from search.config import PrismSearchError, StudyConfig
+from search.runner.context import StudyContext
 from search.storage.records import enqueue
 
 MAX_TRIES = 2  # a run whose tries fail this often with no retry queued (an interrupt, a lost driver or worker is
@@ -28,10 +29,10 @@ def current(study: optuna.Study, config: StudyConfig, plan: Plan) -> State:
     return state(plan, study_runs(study.get_trials(deepcopy=False), config))
 
 
-def queue_pair(study: optuna.Study, config: StudyConfig, plan: Plan, seed: int) -> int:
+def queue_pair(ctx: StudyContext, plan: Plan, seed: int) -> int:
     """Queue the runs of the pair at `seed` that are not finished, queued or training (uniform first); returns how
     many of its runs are left to train. A run that failed MAX_TRIES times stops the experiment."""
-    trials = study.get_trials(deepcopy=False)
+    trials = ctx.study.get_trials(deepcopy=False)
     retried = {t.user_attrs[RETRY_OF] for t in trials if RETRY_OF in t.user_attrs}  # tries the driver queued again
     left = 0
     for schedule in (plan.uniform, plan.schedule):
@@ -43,24 +44,24 @@ def queue_pair(study: optuna.Study, config: StudyConfig, plan: Plan, seed: int) 
             continue
         if sum(t.state == TrialState.FAIL and t.number not in retried for t in tries) >= MAX_TRIES:
             raise PrismSearchError(
-                f"experiment run {schedule} at seed {seed} failed {MAX_TRIES} times (see `prism-search status {config.name}`); "
+                f"experiment run {schedule} at seed {seed} failed {MAX_TRIES} times (see `prism-search status {ctx.config.name}`); "
                 "the pre-registered plan cannot go on without it"
             )
-        enqueue(study, family_for(config), Schedule.parse(schedule), role=ROLE_RACE, seed=seed)
+        enqueue(ctx.study, ctx.family, Schedule.parse(schedule), role=ROLE_RACE, seed=seed)
     return left
 
 
-def run_experiment(study: optuna.Study, config: StudyConfig, plan: Plan, fingerprint: str, progress=None) -> State:
+def run_experiment(ctx: StudyContext, plan: Plan, progress=None) -> State:
     """Train pairs until a look decides or the last look is read; returns where the experiment stands."""
     from search.runner.driver import Driver  # Ray: only the commands that train load it
     from search.study.pruning import make_stopping
 
-    while (now := current(study, config, plan)).next_seed is not None:
-        left = queue_pair(study, config, plan, now.next_seed)
+    while (now := current(ctx.study, ctx.config, plan)).next_seed is not None:
+        left = queue_pair(ctx, plan, now.next_seed)
         if progress is not None:
             progress.note(now.text())
-        trained = budget(study.get_trials(deepcopy=False), config.seed).trained
-        driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
+        trained = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed).trained
+        driver = Driver(ctx, progress, stopping=make_stopping(ctx))
         driver.run(trained + left, n_workers=2, queued_only=True)
     if progress is not None:
         progress.note(now.text())

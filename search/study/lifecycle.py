@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import optuna
 from optuna.trial import TrialState
@@ -24,17 +24,20 @@ from prism import Schedule
 from search.analysis.budget import budget, exhausted
 from search.analysis.racing import Racing
 from search.analysis.sequential import plan_of
+from search.analysis.stored import is_stored, stored_study
 from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig, resume_command
 from search.errors import AuditError, ConfigError, PriorError
+from search.preflight import preflight
 from search.runner.cluster import check_cluster
+from search.runner.context import StudyContext
 from search.runner.corpus import corpus_fingerprint
 from search.signals import sigterm_as_ctrl_c
-from search.storage import creation_lock, driver_lock, open_storage, storage_url
+from search.storage import creation_lock, driver_lock, open_storage
 from search.storage.records import enqueue, stored_config
 from search.study.confirmation import run_confirmation, top_schedules
-from search.study.create import check_same_corpus, enqueue_missing_baselines, load_study, open_study, store_config
+from search.study.create import enqueue_missing_baselines, open_study, reopen_study, store_config
 from search.study.experiment import current, run_experiment
 from search.study.pruning import make_stopping
 from search.study.samplers import narrowed, reachable_target
@@ -66,61 +69,74 @@ def parse_prior(flag: str | None, config: StudyConfig) -> PriorChoice:
     return PriorFile(read_prior(flag, config))
 
 
+def reopen(name: str, url: str, address: str | None = None) -> tuple[optuna.Study, StudyConfig]:
+    """`resume` and `confirm`: the stored study and its config, read once; the command puts its flags on the config
+    (StudyConfig.with_flags) and hands both back. `address` (resume's --address) is checked before the storage is
+    read: a cluster needs a network storage."""
+    check_cluster(address, url)
+    study = stored_study(name, url)
+    return study, stored_config(study)
+
+
 def execute(
     config: StudyConfig,
     address: str | None,
     *,
-    resume: bool,
     console: Console,
-    prior: PriorChoice = None,
+    resumed: optuna.Study | None = None,
+    prior: str | None = None,
     retry_baselines: bool = False,
 ) -> tuple[optuna.Study, float | None]:
-    """Shared by `run` and `resume`: open storage and study, recover stale trials, seed, drive trials.
-    `retry_baselines` (resume): queue the baseline and reference runs that failed for good once more.
+    """`run` and `resume` (`resumed`: the study `reopen` read): check the config against this machine, open the
+    study, recover stale trials, seed, drive trials. `prior`: the --prior flag (run); `retry_baselines` (resume):
+    queue the baseline and reference runs that failed for good once more. The trackers, the corpus, the schedule
+    space and the study are resolved here once, into the study's context, and handed down.
 
     Returns the study and the wall time of the trials driven (None: the study had reached its target). A Ctrl-C
     or SIGTERM arrives as KeyboardInterrupt after in-flight trials were queued again."""
     from search.tracking import make_trackers
 
-    if prior is not None and config.experiment is not None:
+    choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
+    preflight(keeping_checkpoints(config) if isinstance(choice, AutoPrior) else config, address=address)  # auto: the baselines keep theirs
+    if choice is not None and config.experiment is not None:
         raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
-    check_cluster(address, config.storage)
-    make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
+    if resumed is None:
+        check_cluster(address, config.storage)  # `resume` checked it before reading the storage (reopen)
+    trackers = make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
     fingerprint = corpus_fingerprint(config)
     with driver_lock(config.storage):
-        return _drive(config, address, fingerprint, resume=resume, console=console, prior=prior, retry_baselines=retry_baselines)
+        with creation_lock(config.storage):
+            if resumed is None:
+                ctx = open_study(config, open_storage(config.storage), fingerprint, trackers)
+            else:
+                ctx = reopen_study(resumed, config, fingerprint, trackers, fix="start a new study")
+                store_config(ctx.study, config)  # a new --n-trials target, stored as `run` stores it
+                missing = enqueue_missing_baselines(ctx, retry_failed=retry_baselines)
+                if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
+                    console.print(f"queued the baseline runs the study lacked: {', '.join(missing)}", highlight=False)
+        return _drive(ctx, address, console=console, prior=choice)
 
 
-def _drive(
-    config: StudyConfig,
-    address: str | None,
-    fingerprint: str,
-    *,
-    resume: bool,
-    console: Console,
-    prior: PriorChoice,
-    retry_baselines: bool,
-) -> tuple[optuna.Study, float | None]:
-    """execute's work, under the driver lock: from opening the study (and queueing what it lacks) to its target."""
+def interrupted(config: StudyConfig, *, resuming: bool) -> str:
+    """What a Ctrl-C or SIGTERM during `run` or `resume` left, and what to do next: only a stored study (its config
+    marks it created) has anything to resume."""
+    if resuming or is_stored(config.name, config.storage):
+        return f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(config)}"
+    return f"interrupted before study {config.name!r} was created: nothing was stored; run it again to start it"
+
+
+def _drive(ctx: StudyContext, address: str | None, *, console: Console, prior: PriorChoice) -> tuple[optuna.Study, float | None]:
+    """execute's work, under the driver lock, once the study is open: from recovering what a lost driver left to
+    the study's target."""
     from search.progress import Progress
     from search.runner.driver import Driver, connect_ray, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
 
-    with creation_lock(config.storage):
-        storage = open_storage(config.storage)
-        if resume:
-            study = load_study(config.name, storage)
-            check_same_corpus(study, fingerprint, fix="start a new study")
-            store_config(study, config)  # a new --n-trials target, stored as `run` stores it
-            missing = enqueue_missing_baselines(study, config, retry_failed=retry_baselines)
-            if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
-                console.print(f"queued the baseline runs the study lacked: {', '.join(missing)}", highlight=False)
-        else:
-            study = open_study(config, storage, fingerprint)
+    study, config = ctx.study, ctx.config
     delivered = deliver_undelivered(study)
     if delivered:
         console.print(f"stored results kept while the database was down: trials {delivered}")
-    requeued = requeue_stale_trials(study)
+    requeued = requeue_stale_trials(ctx)
     if requeued:
         console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
     done = budget(study.get_trials(deepcopy=False), config.seed)
@@ -128,7 +144,7 @@ def _drive(
     if plan is not None and (decided := current(study, config, plan)).next_seed is None:
         console.print(f"experiment {config.name} has ended: {decided.text()}; nothing to run", soft_wrap=True, highlight=False)
         return study, None
-    full = exhausted(done, family_for(config), config.n_trials)
+    full = exhausted(done, ctx.family, config.n_trials)
     if plan is None and (done.searched >= config.n_trials or full):
         why = f" ({full})" if full and done.searched < config.n_trials else ""
         console.print(
@@ -145,11 +161,11 @@ def _drive(
     try:
         with sigterm_as_ctrl_c():
             if plan is not None:
-                run_experiment(study, config, plan, fingerprint, progress)
+                run_experiment(ctx, plan, progress)
                 return study, time.monotonic() - started
-            _seed_with_prior(study, config, prior, fingerprint, progress)
+            _seed_with_prior(ctx, prior, progress)
             racing = Racing(config) if config.search.racing else None
-            driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config), racing=racing)
+            driver = Driver(ctx, progress, stopping=make_stopping(ctx), racing=racing)
             # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
             driver.run(reachable_target(study, config.n_trials + done.confirmation), workers)
     finally:
@@ -157,47 +173,46 @@ def _drive(
     return study, time.monotonic() - started
 
 
-def confirm(
-    study: optuna.Study, top: int, seeds: int, workers: int | None, address: str | None, console: Console, track: list[str] | None = None
-) -> list[ConfirmationRow]:
-    """Re-train the `top` schedules and uniform on fresh seeds (search.study.confirmation); returns the confirmation rows.
-    `track`: --track flags on top of the stored trackers (a stored URI keeps no credentials: search.urls)."""
+def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, address: str | None, console: Console) -> list[ConfirmationRow]:
+    """`confirm`: re-train the `top` schedules and uniform on fresh seeds (search.study.confirmation); returns the
+    confirmation rows. `study`: the stored study `reopen` read; `config`: its config with the command's flags
+    (workers, trackers: a stored URI keeps no credentials, search.urls)."""
     from search.progress import Progress
     from search.runner.driver import connect_ray
+    from search.tracking import make_trackers
 
-    config = stored_config(study)
-    if track:
-        config = config.model_copy(update={"tracking": config.tracking.with_flags(track)})
-    planned = (len(top_schedules(study, top)) + 1) * seeds  # fails fast when there is nothing to confirm
-    fingerprint = corpus_fingerprint(config)
-    check_same_corpus(study, fingerprint, fix="confirm where the study's corpus is")
-    n_workers = workers or config.resources.workers
-    with driver_lock(storage_url(study)):
+    preflight(config, address=address)
+    planned = (len(top_schedules(study, config, top)) + 1) * seeds  # fails fast when there is nothing to confirm
+    trackers = make_trackers(config.tracking)
+    ctx = reopen_study(study, config, corpus_fingerprint(config), trackers, fix="confirm where the study's corpus is")
+    n_workers = config.resources.workers
+    with driver_lock(config.storage):
         connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
         done = budget(study.get_trials(deepcopy=False), config.seed).trained
         progress = Progress(study.study_name, done + planned, done, console=console)
         try:
             with sigterm_as_ctrl_c():
-                return run_confirmation(study, config, fingerprint, top, seeds, n_workers, progress)
+                return run_confirmation(ctx, top, seeds, n_workers, progress)
         finally:
             progress.close()
 
 
-def _seed_with_prior(study: optuna.Study, config: StudyConfig, prior: PriorChoice, fingerprint: str, progress) -> None:
+def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress) -> None:
     """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
     A study seeded before (also on resume) gets its narrowing sampler back."""
     from search.runner.driver import Driver
 
+    config = ctx.config
     match prior:
-        case AutoPrior() if not is_seeded(study):
-            baselines = Driver(study, keeping_checkpoints(config), fingerprint, progress, stopping=make_stopping(study, config))
+        case AutoPrior() if not is_seeded(ctx.study):
+            baselines = Driver(replace(ctx, config=keeping_checkpoints(config)), progress, stopping=make_stopping(ctx))
             baselines.run(config.search.baseline_seeds, config.resources.workers)
-            audited = prior_from_baseline(study, config)
+            audited = prior_from_baseline(ctx)
             progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in audited['schedules'])}")
         case PriorFile(ranked):
-            added = seed_study(study, config, ranked)
+            added = seed_study(ctx, ranked)
             progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
-    narrow_sampler(study, config)
+    narrow_sampler(ctx)
 
 
 # -- priors in a study -------------------------------------------------------------------------------------
@@ -205,11 +220,11 @@ def is_seeded(study: optuna.Study) -> bool:
     return ATTR_PRIOR in study.user_attrs
 
 
-def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: dict | None = None) -> list[str]:
+def seed_study(ctx: StudyContext, prior: dict, profile: dict | None = None) -> list[str]:
     """Enqueue the prior's schedules (once per study) and store prior and profile; returns those enqueued."""
+    study, config = ctx.study, ctx.config
     if is_seeded(study):
         return []
-    family = family_for(config)
     trials = study.get_trials(deepcopy=False)
     queued = {
         t.user_attrs.get(SCHEDULE)
@@ -221,7 +236,7 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
         if entry["schedule"] in queued:
             continue  # the baseline or a reference already measures it
         origin = {SOURCE: SOURCE_PRIOR, PRIOR_RANK: entry["rank"]}
-        enqueue(study, family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, **origin)
+        enqueue(study, ctx.family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, **origin)
         queued.add(entry["schedule"])
         added.append(entry["schedule"])
     narrow_until = len(study.get_trials(deepcopy=False)) + config.search.n_startup_trials  # trial numbers
@@ -231,16 +246,16 @@ def seed_study(study: optuna.Study, config: StudyConfig, prior: dict, profile: d
     return added
 
 
-def narrow_sampler(study: optuna.Study, config: StudyConfig) -> None:
+def narrow_sampler(ctx: StudyContext) -> None:
     """Narrow the study's sampler with its prior (search.study.samplers.narrowed) when the study was seeded with one."""
+    study, family = ctx.study, ctx.family
     if not is_seeded(study):
         return
     prior = json.loads(study.user_attrs[ATTR_PRIOR])
-    family = family_for(config)
     anchors = [
         family.params_for(Schedule.parse(e["schedule"])) for e in prior["schedules"] if family.contains(Schedule.parse(e["schedule"]))
     ]
-    study.sampler = narrowed(study.sampler, anchors, prior["strength"], prior["narrow_until"], config.seed)
+    study.sampler = narrowed(study.sampler, anchors, prior["strength"], prior["narrow_until"], ctx.config.seed)
 
 
 def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
@@ -250,10 +265,11 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
     return config.model_copy(update={"keep_checkpoints": "all"})  # checkpoint_dir is absolute already (StudyConfig._absolute)
 
 
-def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4) -> dict:
+def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
     from search.priors import audit_model, load_source, make_prior  # torch
 
+    study, config = ctx.study, ctx.config
     trial = paired_baseline(study.get_trials(deepcopy=False), config)
     if trial is None:
         raise PriorError(f"study {config.name!r} has no finished baseline trial at seed {config.seed}; --prior auto needs one")
@@ -265,6 +281,6 @@ def prior_from_baseline(study: optuna.Study, config: StudyConfig, top_k: int = 4
         )
     model, _ = load_source(str(path), config.storage)
     profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
-    prior = make_prior(profile, config, top_k)
-    seed_study(study, config, prior, profile)
+    prior = make_prior(profile, config, ctx.family, top_k)
+    seed_study(ctx, prior, profile)
     return prior

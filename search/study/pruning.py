@@ -22,6 +22,7 @@ import optuna
 from search.analysis.summary import auto_pruning_start
 from search.attrs import PRUNED_AT_RUNG, rung_attr
 from search.config import StudyConfig
+from search.runner.context import StudyContext
 
 if TYPE_CHECKING:
     from prism import EvalPoint
@@ -125,8 +126,8 @@ def promotable(value: float, others: list[float], eta: int) -> bool:
     return value <= competing[index]
 
 
-def make_stopping(study: optuna.Study, config: StudyConfig) -> OptunaPruning | RungStopping:
-    return RungStopping(study, config) if len(config.search.objectives) > 1 else OptunaPruning()
+def make_stopping(ctx: StudyContext) -> OptunaPruning | RungStopping:
+    return RungStopping(ctx.study, ctx.config) if len(ctx.config.search.objectives) > 1 else OptunaPruning()
 
 
 def make_pruner(config: StudyConfig) -> optuna.pruners.BasePruner:

@@ -27,7 +27,7 @@ from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
 from prism import Schedule
 from search.attrs import GRID_INDEX, SCHEDULE, SEED
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.errors import GridExhausted
 from search.families import ScheduleFamily
 from search.storage import is_enqueued, storage_of, trial_id, whole_study
@@ -63,9 +63,9 @@ class ScheduleGridSampler(optuna.samplers.BaseSampler):
         return self.family.params_for(schedule)[param_name]
 
 
-def make_sampler(config: StudyConfig) -> optuna.samplers.BaseSampler:
+def make_sampler(config: StudyConfig, family: ScheduleFamily) -> optuna.samplers.BaseSampler:
+    """The sampler `config` names, drawing schedules of `family` (the space the config declares)."""
     s = config.search
-    family = family_for(config)
     match s.sampler:
         case "random":
             base: optuna.samplers.BaseSampler = optuna.samplers.RandomSampler(seed=config.seed)

@@ -153,7 +153,7 @@ def test_a_password_with_odd_characters_is_stored_and_shown_nowhere(odd_password
     url, password = odd_password_url
     config = tiny_config.model_copy(update={"storage": url})
     storage = open_storage(url)
-    study = open_study(config, storage, corpus_fingerprint(config))
+    study = open_study(config, storage, corpus_fingerprint(config)).study
     forms = {password, quote(password, safe=""), quote_plus(password), "pa#ss", "pa ss", "ss?w"}
     shown = [study.user_attrs["prism.config"]]
     storage.engine.dispose()
@@ -207,7 +207,7 @@ def test_read_commands_accept_a_query_string_on_a_sqlite_url(tiny_config, tmp_pa
 # --- item 8: rich markup in what a user named is printed as written ------------------------------------------------------
 def test_markup_in_a_reference_name_is_printed_as_written(tiny_config, tmp_path, monkeypatch, capsys):
     config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["[/x]=1x2,2x1", "[bold]w=4x3"]})})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study
     while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):  # what the driver stores, untrained
         trial = study.ask()
         study.tell(trial, 2.0 + trial.number / 100)
@@ -274,7 +274,7 @@ def test_tracking_added_to_an_existing_study_is_not_a_different_config(tiny_conf
     storage = open_storage(tiny_config.storage)
     open_study(tiny_config, storage, corpus_fingerprint(tiny_config))
     tracked = tiny_config.model_copy(update={"tracking": TrackingSection(tensorboard=str(tmp_path / "runs"))})
-    study = open_study(tracked, storage, corpus_fingerprint(tracked))
+    study = open_study(tracked, storage, corpus_fingerprint(tracked)).study
     assert json.loads(study.user_attrs["prism.config"])["tracking"]["tensorboard"] == str(tmp_path / "runs")
 
 
@@ -304,7 +304,7 @@ def odd_trial_db(tiny_config) -> str:
     storage = open_storage(tiny_config.storage)
     for name, schedule, value in (("inf", "2x3", float("inf")), ("bad", "9x9x9", 1.0)):
         config = tiny_config.model_copy(update={"name": name})
-        study = open_study(config, storage, corpus_fingerprint(config))
+        study = open_study(config, storage, corpus_fingerprint(config)).study
         while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
             trial = study.ask()
             study.tell(trial, 2.0 + trial.number / 100)
@@ -447,11 +447,12 @@ def test_audit_and_analyze_find_the_baseline_after_an_interrupted_first_try(stud
     study_toml(name="T.toml")
     code, out, err = cli(monkeypatch, capsys, tmp_path, "train", "uniform", "--config", "T.toml", "--steps", "2", "--save", "model")
     assert code == 0, err
-    study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    ctx = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    study = ctx.study
     first = study.ask()
     first.set_user_attr("error", "interrupted")
     study.tell(first, state=optuna.trial.TrialState.FAIL)
-    enqueue_missing_baselines(study, tiny_config, retry_failed=True)  # queued again, as the driver does
+    enqueue_missing_baselines(ctx, retry_failed=True)  # queued again, as the driver does
     while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
         trial = study.ask()
         trial.set_user_attr("checkpoint", str(tmp_path / "model"))

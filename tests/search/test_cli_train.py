@@ -15,11 +15,11 @@ from search.cli import app
 from search.config import ConfigError
 from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
-from search.runner.single import resolve, train_single
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
+from search.study.single import resolve, train_single
 
 from .conftest import ROOT
 
@@ -107,8 +107,9 @@ def test_train_with_a_study_config_reproduces_the_studys_run_bit_for_bit(ray_loc
     same run, to the last bit (another thread count reorders float sums, which training amplifies)."""
     config = tiny_config  # cpus_per_trial = 1
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(1, n_workers=1)
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
+    study = ctx.study
+    Driver(ctx, stopping=make_stopping(ctx)).run(1, n_workers=1)
     (baseline,) = [t for t in study.get_trials(states=FINISHED) if is_paired_baseline(t.user_attrs, config)]
     torch.set_num_threads(2)  # torch's default on a 2-core machine
     run = train_single(config, config.baseline)

@@ -27,8 +27,8 @@ pytestmark = pytest.mark.e2e
 def test_tiny_study_runs_prunes_and_is_plain_optuna(ray_local, tiny_config):
     config = tiny_config.model_copy(update={"n_trials": 6})
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=2)
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
+    Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
 
     stock = optuna.load_study(study_name="tiny", storage=config.storage)  # the stock library reads it
     trials = stock.get_trials()
@@ -68,9 +68,10 @@ def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config, lr,
         }
     )
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
+    study = ctx.study
     with pytest.raises(Exception, match="trials failed"):
-        Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=1)
+        Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=1)
     failed = study.get_trials(states=(TrialState.FAIL,))
     assert len(failed) == 2 and all("TrainingDiverged" in t.user_attrs["error"] and reason in t.user_attrs["error"] for t in failed)
     assert not study.get_trials(states=(TrialState.COMPLETE,))

@@ -142,7 +142,7 @@ def test_a_stored_study_whose_checkpoint_dir_became_a_file_is_refused_by_resume_
     """The stored config is checked against this machine again: the file appeared after the study was made."""
     config = tiny_config.model_copy(update={"checkpoint_dir": str(tmp_path / "ckpts"), "keep_checkpoints": "best"})
     storage = open_storage(config.storage)
-    study = open_study(config, storage, corpus_fingerprint(config))
+    study = open_study(config, storage, corpus_fingerprint(config)).study
     storage.engine.dispose()  # the last connection folds the write-ahead log into the file: its bytes are final
     (tmp_path / "ckpts").write_text("in the way")
     db = tmp_path / "study.db"

@@ -84,7 +84,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_2(monkeypatch, tmp_path, capsy
     from search.study.create import open_study
 
     trained = tmp_path / "trained.db"
-    study = open_study(tiny_config.model_copy(update={"storage": f"sqlite:///{trained}"}), open_storage(f"sqlite:///{trained}"), "x")
+    study = open_study(tiny_config.model_copy(update={"storage": f"sqlite:///{trained}"}), open_storage(f"sqlite:///{trained}"), "x").study
     study.tell(study.ask(), 2.0)
     cases.append((["audit", "tiny:0", "--storage", f"sqlite:///{trained}"], "trial 0 of study 'tiny' has no checkpoint"))
     cases.append((["audit", "tiny:7", "--storage", f"sqlite:///{trained}"], "has no trial 7"))

@@ -66,9 +66,10 @@ def _config(tiny_config: StudyConfig, storage: str, case: dict) -> StudyConfig:
 
 def _run(config: StudyConfig, workers: int = 2) -> optuna.Study:
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
+    study = ctx.study
     target = reachable_target(study, config.n_trials)  # the grid case ends with its space
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(target, n_workers=workers)
+    Driver(ctx, stopping=make_stopping(ctx)).run(target, n_workers=workers)
     return optuna.load_study(study_name=config.name, storage=config.storage)  # read back with the stock library
 
 

@@ -27,7 +27,7 @@ def _study(tiny_config: StudyConfig, speed: str):
     data = tiny_config.model_dump()
     data["search"] |= {"objectives": ["val_loss", speed], "pruner": "successive-halving"}
     config = StudyConfig.model_validate(data, context={"stored": speed == "tokens_per_s"})  # an older study's stored config
-    study = open_study(config, open_storage(config.storage), "fingerprint")
+    study = open_study(config, open_storage(config.storage), "fingerprint").study
     for schedule, loss, tps, ratio in RUNS:
         trial = study.ask()
         role, seed = trial.user_attrs.get("role", "search"), trial.user_attrs.get("seed", 0)

@@ -24,7 +24,7 @@ from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
-from search.tracking import Tracker
+from search.tracking import Tracker, make_trackers
 from search.urls import mask_url
 from tests.search.conftest import ROOT
 from tests.search.runner.test_cluster import _free_port
@@ -75,8 +75,9 @@ def test_a_failing_tracker_warns_with_its_uri_and_error_masked(caplog):
 def _run(config, n_trials: int, **tracking):
     config = config.model_copy(update={"n_trials": n_trials, "tracking": TrackingSection(**tracking)})
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(n_trials, n_workers=2)
+    ctx = open_study(config, open_storage(config.storage), fingerprint, make_trackers(config.tracking))
+    study = ctx.study
+    Driver(ctx, stopping=make_stopping(ctx)).run(n_trials, n_workers=2)
     finished = study.get_trials(states=FINISHED)
     assert sum(not is_served(t) for t in finished) == n_trials  # served duplicates are tracked too, on top
     return finished

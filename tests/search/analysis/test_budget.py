@@ -81,8 +81,8 @@ def test_a_study_trains_n_trials_distinct_schedules_and_the_sampler_proposes_no_
     (search.study.samplers) draws again instead, so while the space has untried schedules nothing is served."""
     config = _config(tiny_config)
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
-    driver = Driver(study, config, fingerprint, stopping=make_stopping(study, config))
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
+    driver = Driver(ctx, stopping=make_stopping(ctx))
     driver.run(config.n_trials, n_workers=2)
     trials = optuna.load_study(study_name=config.name, storage=config.storage).trials
     trained = [t for t in trials if t.state in FINISHED and DUPLICATE_ATTR not in t.user_attrs]

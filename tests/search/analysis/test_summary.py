@@ -105,7 +105,7 @@ def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_c
         add(study, "4x3", seed, best, role="confirm")
     add(study, "4x3", 1000, 1.49, role="confirm", **{DUPLICATE_ATTR: 6})  # a cache hit: the same run, counted once
     s = summarize(study)
-    assert s.best_schedule == "4x3" and s.best_number == 2 and all(t.user_attrs["role"] != "confirm" for t in ranked(study))
+    assert s.best_schedule == "4x3" and s.best_number == 2 and all(t.user_attrs["role"] != "confirm" for t in ranked(study, tiny_config))
     # off its selection seed: diffs -0.01, -0.02, -0.03, mean -0.02; the blocked model's residual df (2) all come
     # from these pairs, so the interval is the paired t's: t(0.975, 2) * 0.01 / sqrt(3) = 0.02484
     fresh = s.best_gap.unselected
@@ -185,16 +185,16 @@ def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config,
     monkeypatch.setattr(cli.console, "width", 250)
     study = make_study(tiny_config)
     searched(study)
-    cli._print_summary(study, 12.0)
+    cli._print_summary(summarize(study), 12.0)
     out = capsys.readouterr().out
     assert out.startswith("known: undecided at margin 0.01") and "prism-search confirm known --top 3 --seeds 3" in out.splitlines()[0]
     assert "train the seeds that decide: prism-search confirm known --top 3 --seeds 3" in out
-    cli._print_summary(study, None)  # `status`: the verdict names it already, no "next" row
+    cli._print_summary(summarize(study), None)  # `status`: the verdict names it already, no "next" row
     assert "train the seeds that decide" not in capsys.readouterr().out
     for seed in (1000, 1001, 1002):  # 4x3 better by 0.01 at every fresh seed: decided
         add(study, UNIFORM, seed, 1.5, role="confirm")
         add(study, "4x3", seed, 1.49, role="confirm")
-    cli._print_summary(study, 12.0)
+    cli._print_summary(summarize(study), 12.0)
     out = capsys.readouterr().out
     assert out.startswith("known: better: 4x3 beats uniform by -0.0100") and "train the seeds that decide" not in out
 
@@ -216,7 +216,7 @@ def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform
         "none: uniform is the best schedule by paired mean; the best other, 2x3: +0.0100 (n=1: noise not measured "
         "yet; run `prism-search confirm known --top 1 --seeds 3`), selected as best of 2 schedules"
     )
-    cli._print_summary(study, 12.0)
+    cli._print_summary(summarize(study), 12.0)
     assert "train the seeds that decide: prism-search confirm known --top 2 --seeds 3" in capsys.readouterr().out
 
 
@@ -255,7 +255,7 @@ def test_references_are_queued_at_every_baseline_seed_and_reported_once_with_eve
     from search.study.create import open_study
 
     config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["ramp=1x1,2x1,4x1"]})})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study
     queued = [(t.user_attrs["role"], t.user_attrs["seed"]) for t in study.get_trials(states=(TrialState.WAITING,))]
     assert queued == [("baseline", 0), ("baseline", 1), ("reference", 0), ("reference", 1)]  # tiny: baseline_seeds 2
 
@@ -281,7 +281,7 @@ def test_a_racing_study_shows_where_each_schedule_stands(tiny_config, monkeypatc
     add(study, "2x3", 0, 2.20)  # worse than the margin at its first seed: not raced
     race = summarize(study).race
     assert race[UNIFORM] == "incumbent" and race["4x3"] == "racing: 1 -> 2 seeds" and race["2x3"].startswith("not raced")
-    cli._print_summary(study, None)
+    cli._print_summary(summarize(study), None)
     assert "race 4x3" in capsys.readouterr().out
     html = study_page(study_view(study), "sqlite:///x.db", live=False)
     assert '<table id="race"' in html and "racing: 1 -&gt; 2 seeds" in html

@@ -189,13 +189,11 @@ def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab
     search = tiny_config.search.model_copy(update={"pruner": "none"})
     config = tiny_config.model_copy(update={"n_trials": MIN_CURVES, "search": search})
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
     server, base = serve(config.storage)
     try:
         assert tab.open(f"{base}/study/tiny", "real-before") == []  # only queued baselines: notes, no figures
-        driver = threading.Thread(
-            target=Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run, args=(config.n_trials, 2)
-        )
+        driver = threading.Thread(target=Driver(ctx, stopping=make_stopping(ctx)).run, args=(config.n_trials, 2))
         driver.start()
         # the page reloads itself as trials report: no reload from the test
         tab.page.wait_for_function("document.querySelector('#summary').innerText.includes('complete')", timeout=180_000)

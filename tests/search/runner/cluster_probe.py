@@ -48,11 +48,9 @@ def main(address: str, url: str) -> None:
     data = tomllib.loads((ROOT / "studies" / "tiny.toml").read_text())
     config = parse_config(data | {"n_trials": 2, "storage": url, "resources": RESOURCES}, "probe")
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(url), fingerprint)
+    ctx = open_study(config, open_storage(url), fingerprint)
     connect_ray(address, num_cpus=0)
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config), session_cls=ProbeSession).run(
-        config.n_trials, config.resources.workers
-    )
+    Driver(ctx, stopping=make_stopping(ctx), session_cls=ProbeSession).run(config.n_trials, config.resources.workers)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """keep_checkpoints on a real local Ray study; user corpora and trial checkpoints through the one trial entry point."""
 
+import dataclasses
 import errno
 import math
 import os
@@ -69,8 +70,9 @@ def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user
         }
     )
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=2)
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
+    study = ctx.study
+    Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
     best = summarize(study).best_number
     kept = sorted(p.name for p in (tmp_path / "ckpt" / "tiny").iterdir())
     baseline = next(t.number for t in study.trials if t.user_attrs["role"] == "baseline" and t.user_attrs["seed"] == config.seed)
@@ -83,7 +85,8 @@ def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user
 
 def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
     """A duplicate carries its original's checkpoint path: deleting by trial would delete the best's directory."""
-    study = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    ctx = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    study = ctx.study
     study.tell(study.ask(), 9.0)  # the enqueued baseline (trial 0) had no checkpoint here: give it none
     dirs = {name: tmp_path / name for name in ("best", "worse", "baseline")}
     for path in dirs.values():
@@ -100,7 +103,7 @@ def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
             value=3.0, user_attrs={"role": "baseline", "seed": tiny_config.seed, "schedule": "2x4", "checkpoint": str(dirs["baseline"])}
         )
     )
-    keep_checkpoints(study, tiny_config.model_copy(update={"keep_checkpoints": "best"}))
+    keep_checkpoints(dataclasses.replace(ctx, config=tiny_config.model_copy(update={"keep_checkpoints": "best"})))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name in dirs) == ["baseline", "best"]
 
 
@@ -137,8 +140,9 @@ def test_a_study_whose_checkpoints_cannot_be_written_keeps_every_result(ray_loca
     (tmp_path / "ckpt" / "tiny").write_text("in the way")
     config = tiny_config.model_copy(update={"n_trials": 3, "checkpoint_dir": str(tmp_path / "ckpt")})
     fingerprint = corpus_fingerprint(config)
-    study = open_study(config, open_storage(config.storage), fingerprint)
-    Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(config.n_trials, n_workers=2)
+    ctx = open_study(config, open_storage(config.storage), fingerprint)
+    study = ctx.study
+    Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
     finished = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(finished) == 3 and not [t for t in study.trials if t.state == TrialState.FAIL]
     assert all(math.isfinite(t.value) and "checkpoint_error" in t.user_attrs and "checkpoint" not in t.user_attrs for t in finished)

@@ -31,7 +31,7 @@ from search.storage import database, open_storage, stale_trial_ids, storage_of, 
 from search.storage.records import FINISHED, enqueue, schedule_attrs
 from search.study.confirmation import plan
 from search.study.create import open_study
-from search.study.lifecycle import confirm, execute
+from search.study.lifecycle import confirm, execute, reopen
 from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
@@ -118,7 +118,7 @@ def fast_heartbeat(monkeypatch):
 
 
 def _one_worker_study(tiny_config, n_trials):
-    """The tiny study with one baseline seed and one worker, created and queued as `run` creates it."""
+    """The tiny study with one baseline seed and one worker, created and queued as `run` creates it: its context."""
     config = tiny_config.model_copy(update={"n_trials": n_trials})
     config = config.model_copy(
         update={
@@ -126,7 +126,13 @@ def _one_worker_study(tiny_config, n_trials):
             "resources": config.resources.model_copy(update={"workers": 1}),
         }
     )
-    return config, open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    return open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+
+
+def _resume(config, out=None):
+    """`resume` as the CLI runs it: the stored study read once, then driven with the config it was created with."""
+    study, _ = reopen(config.name, config.storage)
+    execute(config, None, console=Console(file=out or io.StringIO()), resumed=study)
 
 
 def _taken_by_a_driver_that_dies(study, duplicate_of=None):
@@ -147,12 +153,13 @@ def test_resume_runs_again_a_lost_trial_but_not_its_lost_served_copy(ray_local, 
     """The dead driver held the baseline and a trial of the same schedule waiting for its result. Only the
     baseline is queued again: the copy trained nothing, queued again it could only be served, and once the study
     reached its target (here the baseline's retry fills it) it would be left waiting for ever."""
-    config, study = _one_worker_study(tiny_config, n_trials=1)
+    ctx = _one_worker_study(tiny_config, n_trials=1)
+    config, study = ctx.config, ctx.study
     original = _taken_by_a_driver_that_dies(study)  # the baseline, queued at creation
     enqueue(study, family_for(config), config.baseline, role=ROLE_SEARCH, seed=config.seed)
     copy = _taken_by_a_driver_that_dies(study, duplicate_of=original)
     time.sleep(fast_heartbeat + 1.1)  # SQLite keeps whole seconds: both heartbeats are now older than the grace
-    execute(config, None, resume=True, console=Console(file=io.StringIO()))
+    _resume(config)
     study = _assert_complete(config.storage, 1)
     assert "driver lost" in study.trials[copy.number].user_attrs["error"]
     retries = _retries(study)
@@ -164,10 +171,11 @@ def test_resume_does_not_queue_again_its_copy_of_a_trial_lost_after_it_started(r
     schedule from it (it waits), then recovers the baseline (queued again). The waiting copy fails with its
     original but is not queued again: the baseline's retry trains the schedule, and a second queued copy of it
     could be left waiting once the study is full (the flaky `kill at a random moment` failure)."""
-    config, study = _one_worker_study(tiny_config, n_trials=2)
+    ctx = _one_worker_study(tiny_config, n_trials=2)
+    config, study = ctx.config, ctx.study
     enqueue(study, family_for(config), config.baseline, role=ROLE_SEARCH, seed=config.seed)
     original = _taken_by_a_driver_that_dies(study)
-    execute(config, None, resume=True, console=Console(file=io.StringIO()))
+    _resume(config)
     study = _assert_complete(config.storage, 2)
     copy = study.trials[original.number + 1]
     assert copy.user_attrs[DUPLICATE_ATTR] == original.number and copy.state == TrialState.FAIL  # it waited, then failed
@@ -178,12 +186,13 @@ def test_resume_does_not_queue_again_its_copy_of_a_trial_lost_after_it_started(r
 def test_resume_fails_a_trial_lost_before_its_schedule_was_drawn_and_queues_nothing(tiny_config, fast_heartbeat):
     """A driver killed between asking the sampler and storing the schedule leaves a RUNNING trial without one:
     resume fails it and has nothing to queue again (it used to stop on a KeyError)."""
-    config, study = _one_worker_study(tiny_config, n_trials=1)
+    ctx = _one_worker_study(tiny_config, n_trials=1)
+    config, study = ctx.config, ctx.study
     study.tell(study.ask(), [3.0])  # the baseline, its result made up: the study has its one trained trial
     lost = _taken_by_a_driver_that_dies(study)  # the queue is empty: a sampler trial, no schedule drawn yet
     time.sleep(fast_heartbeat + 1.1)
     out = io.StringIO()
-    execute(config, None, resume=True, console=Console(file=out))
+    _resume(config, out)
     assert "already has 1/1 trained trials; nothing to run" in out.getvalue()
     study = _assert_complete(config.storage, 1)
     assert study.trials[lost.number].state == TrialState.FAIL and "driver lost" in study.trials[lost.number].user_attrs["error"]
@@ -192,7 +201,8 @@ def test_resume_fails_a_trial_lost_before_its_schedule_was_drawn_and_queues_noth
 def test_a_trial_lost_before_its_first_heartbeat_goes_stale_too(tiny_config, fast_heartbeat):
     """A driver killed between `ask` and its first heartbeat leaves a RUNNING trial without one, which Optuna
     never calls stale: resume would have waited for it for ever. Once it is older than the grace it is lost."""
-    config, study = _one_worker_study(tiny_config, n_trials=1)
+    ctx = _one_worker_study(tiny_config, n_trials=1)
+    config, study = ctx.config, ctx.study
     study.tell(study.ask(), [3.0])  # the baseline, its result made up: the study has its one trained trial
     silent = study.ask()  # no heartbeat: the driver died right here
     beating = _taken_by_a_driver_that_dies(study)
@@ -200,7 +210,7 @@ def test_a_trial_lost_before_its_first_heartbeat_goes_stale_too(tiny_config, fas
     time.sleep(fast_heartbeat + 1.1)
     storage_of(study).record_heartbeat(trial_id(beating))  # a live driver's trial, beating: never stale
     assert stale_trial_ids(study) == [trial_id(silent)]
-    execute(config, None, resume=True, console=Console(file=io.StringIO()))
+    _resume(config)
     assert study.trials[silent.number].state == TrialState.FAIL and "driver lost" in study.trials[silent.number].user_attrs["error"]
 
 
@@ -208,15 +218,16 @@ def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local,
     """A `confirm` killed while training a run it planned, confirmed again before that run's heartbeat is stale:
     the lost run is recovered while the second `confirm` trains, and it trains too. Counting only the queue, the
     target was one short: the run's retry was left waiting and its seed missing from the confirmation."""
-    config, study = _one_worker_study(tiny_config, n_trials=2)
+    ctx = _one_worker_study(tiny_config, n_trials=2)
+    config, study = ctx.config, ctx.study
     study.tell(study.ask(), [3.0])  # a finished search, its results made up: the baseline queued at creation,
     best = study.ask()  # and one schedule better than it
     for key, value in schedule_attrs(Schedule.parse("1x1,2x1,4x1"), ROLE_SEARCH, config.seed).items():
         best.set_user_attr(key, value)
     study.tell(best, [2.5])
-    assert plan(study, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
+    assert plan(ctx, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
     lost = _taken_by_a_driver_that_dies(study)
-    rows = confirm(study, 1, 1, workers=1, address=None, console=Console(file=io.StringIO()))
+    rows = confirm(study, config, 1, 1, address=None, console=Console(file=io.StringIO()))
     study = _assert_complete(config.storage, 4)
     runs = [t for t in study.get_trials(states=FINISHED) if t.user_attrs["role"] == "confirm"]
     assert sorted(t.user_attrs["schedule"] for t in runs) == sorted(["1x3", "1x1,2x1,4x1"])
@@ -236,11 +247,11 @@ def test_ctrl_c_inside_ask_leaves_no_trial_running(ray_local, tiny_config):
     """The interrupt takes effect once the driver knows the trial: failed as interrupted and queued again, not left
     RUNNING (which made the interrupted-run test flaky: `resume` found a RUNNING trial no driver owned)."""
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's own Ctrl-C, as in the CLI
-    config, study = _one_worker_study(tiny_config, n_trials=1)
+    ctx = _one_worker_study(tiny_config, n_trials=1)
+    config, study = ctx.config, ctx.study
     study.sampler = _CtrlCInsideAsk(seed=0)
-    fingerprint = corpus_fingerprint(config)
     with pytest.raises(KeyboardInterrupt):
-        Driver(study, config, fingerprint, stopping=make_stopping(study, config)).run(1, n_workers=1)
+        Driver(ctx, stopping=make_stopping(ctx)).run(1, n_workers=1)
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]  # the baseline, then its copy in the queue
     assert "interrupted" in trials[0].user_attrs["error"]
@@ -376,16 +387,15 @@ class _CutWhenServed(_CutAt):
 def _outage_study(ray_local, tiny_config, url, n_trials):
     config = tiny_config.model_copy(update={"storage": url, "n_trials": n_trials})
     config = config.model_copy(update={"search": config.search.model_copy(update={"baseline_seeds": 1})})
-    fingerprint = corpus_fingerprint(config)
-    return config, fingerprint, open_study(config, open_storage(url), fingerprint)
+    return open_study(config, open_storage(url), corpus_fingerprint(config))
 
 
 def test_short_database_outage_is_ridden_out(ray_local, tiny_config):
     proxy = _TcpProxy()
     with fresh_database(f"127.0.0.1:{proxy.port}") as url:
-        config, fingerprint, study = _outage_study(ray_local, tiny_config, url, 3)
+        ctx = _outage_study(ray_local, tiny_config, url, 3)
         progress = _CutAt(proxy, lambda p: p.step == 40, outage_s=2.0)
-        Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(3, n_workers=1)
+        Driver(ctx, progress, stopping=make_stopping(ctx)).run(3, n_workers=1)
         assert progress.done
         _assert_complete(url, 3)
         proxy.cut()
@@ -397,9 +407,9 @@ def test_outage_while_serving_a_duplicate_is_ridden_out(ray_local, tiny_config):
     proxy = _TcpProxy()
     with fresh_database(f"127.0.0.1:{proxy.port}") as url:
         config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["1x3"]})})
-        config, fingerprint, study = _outage_study(ray_local, config, url, 2)
+        ctx = _outage_study(ray_local, config, url, 2)
         progress = _CutWhenServed(proxy, outage_s=3.0)
-        Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config)).run(2, n_workers=2)
+        Driver(ctx, progress, stopping=make_stopping(ctx)).run(2, n_workers=2)
         assert progress.done
         study = _assert_complete(url, 2)
         baseline, reference = study.trials[0], study.trials[1]
@@ -413,10 +423,10 @@ def test_long_outage_stops_with_a_clear_error_and_keeps_the_finished_result(ray_
     monkeypatch.setattr(driver_module, "DB_RETRY_DELAYS_S", (0.2, 0.4))
     proxy = _TcpProxy()
     with fresh_database(f"127.0.0.1:{proxy.port}") as url:
-        config, fingerprint, study = _outage_study(ray_local, tiny_config, url, 3)
-        final = config.train.steps
+        ctx = _outage_study(ray_local, tiny_config, url, 3)
+        final = ctx.config.train.steps
         progress = _CutAt(proxy, lambda p: p.step == final)
-        driver = Driver(study, config, fingerprint, progress, stopping=make_stopping(study, config))
+        driver = Driver(ctx, progress, stopping=make_stopping(ctx))
         # the worst moment: a heartbeat falls due right after the cut, before the trial's result arrives
         progress.on_cut = lambda: setattr(driver, "_last_heartbeat", 0.0)
         with pytest.raises(DatabaseUnavailable, match=r"result of trial 0 is kept in .*undelivered-tiny.jsonl"):

@@ -97,7 +97,7 @@ def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_sta
 
     monkeypatch.setattr(cli.console, "width", 400)  # one table row per line
     config = tiny_config.model_copy(update={"n_trials": 1})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))  # baseline seeds 0 and 1
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study  # baseline seeds 0 and 1
     for seed in (0, 1):  # taken from the queue as the driver takes them: seed 0 diverges, seed 1 trains
         trial = study.ask()
         assert (trial.user_attrs["role"], trial.user_attrs["seed"]) == ("baseline", seed)
@@ -136,7 +136,7 @@ def test_a_failed_served_copy_of_the_baseline_is_queued_again_while_its_schedule
     from search.storage.records import schedule_attrs
 
     config = tiny_config.model_copy(update={"n_trials": 1})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study
     copy = study.ask()  # baseline seed 0, served from a search trial that trained the schedule
     copy.set_user_attr("duplicate_of", 5)
     copy.set_user_attr("error", "original trial 5 failed; not queued again: trial 6 holds its schedule")

@@ -21,7 +21,7 @@ def _config(tiny_config, sampler, family="ramp"):
 def _walk(config, n):
     """Schedules a sampler proposes for a deterministic objective (the sum of head counts)."""
     family = family_for(config)
-    study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config))
+    study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config, family))
     out = []
     for _ in range(n):
         trial = study.ask()
@@ -74,7 +74,7 @@ def test_concurrent_proposals_are_distinct_until_the_space_runs_short(tiny_confi
     before every member is taken; seed 0 is the seed whose first random draws decode to one schedule three times."""
     config = _config(tiny_config, sampler)
     family = family_for(config)
-    study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config))
+    study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config, family))
     proposed = []
     for _ in range(family.size() + 1):
         trial = study.ask()
@@ -90,7 +90,7 @@ def test_only_schedules_taken_at_the_search_seed_are_avoided(tiny_config):
     config = _config(tiny_config, "random")
     family = family_for(config)
     members = [str(s) for s in family.enumerate()]
-    study = optuna.create_study(sampler=make_sampler(config))
+    study = optuna.create_study(sampler=make_sampler(config, family))
     # every member running at another seed (a baseline's or a race's), all but the last at the search seed
     for seed, schedules in ((config.seed + 1, members), (config.seed, members[:-1])):
         for schedule in schedules:

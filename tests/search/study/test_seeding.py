@@ -15,22 +15,23 @@ from search.study.samplers import PriorSampler
 from tests.search.test_priors import _profile
 
 
-def _study(config):
+def _context(config):
     return open_study(config, optuna.storages.InMemoryStorage(), fingerprint="test")
 
 
 def test_seeding_enqueues_prior_schedules_once_and_stores_prior_and_profile(tiny_config):
     profile = _profile(3, [1])
-    prior = make_prior(profile, tiny_config)
-    study = _study(tiny_config)
-    added = seed_study(study, tiny_config, prior, profile)
+    prior = make_prior(profile, tiny_config, family_for(tiny_config))
+    ctx = _context(tiny_config)
+    study = ctx.study
+    added = seed_study(ctx, prior, profile)
     waiting = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.WAITING]
     assert str(tiny_config.baseline) not in added  # already queued as the baseline
     assert [t.user_attrs["schedule"] for t in waiting if t.user_attrs.get("source") == "prior"] == added
     assert all(t.user_attrs["role"] == "search" for t in waiting if t.user_attrs.get("source") == "prior")
     assert json.loads(study.user_attrs[ATTR_AUDIT])["zones"] == profile["zones"]
     assert json.loads(study.user_attrs[ATTR_PRIOR])["narrow_until"] == len(waiting) + tiny_config.search.n_startup_trials
-    assert seed_study(study, tiny_config, prior, profile) == []  # resume: nothing queued twice
+    assert seed_study(ctx, prior, profile) == []  # resume: nothing queued twice
     # the queue hands out the baselines first, then the prior schedules in rank order
     family = family_for(tiny_config)
     order = []
@@ -48,10 +49,11 @@ def test_narrowing_draws_early_proposals_near_the_priors(tiny_config, strength):
     )
     config = config.model_copy(update={"model": config.model.model_copy(update={"n_layer": 8})})
     family = family_for(config)
-    prior = make_prior(_profile(8, [5]), config, top_k=1)
-    study = _study(config)
-    seed_study(study, config, prior)
-    narrow_sampler(study, config)
+    prior = make_prior(_profile(8, [5]), config, family, top_k=1)
+    ctx = _context(config)
+    study = ctx.study
+    seed_study(ctx, prior)
+    narrow_sampler(ctx)
     assert isinstance(study.sampler.base, PriorSampler)  # inside the distinct proposals (search.study.samplers)
     anchor = family.params_for(Schedule.parse(prior["schedules"][0]["schedule"]))
     offsets = []

@@ -1,7 +1,9 @@
-"""`prism-search train`: one model, one schedule, no study. The logic behind the thin CLI command.
+"""One model of a study's config, outside any study: `prism-search train` (one schedule, trained through the
+runner's trial session in this process) and `prism-search analyze` (a saved model's per-layer metrics).
 
 The model, training and data settings come from a study config (default: the built-in defaults), so a model
-trained here is the same as that schedule's trial in a study with the same config and seed.
+trained here is the same as that schedule's trial in a study with the same config and seed. Torch and the runner's
+worker load inside the functions: importing this module stays light.
 """
 
 from __future__ import annotations
@@ -9,28 +11,20 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from prism import (
-    CheckpointError,
-    Schedule,
-    ScheduleError,
-    TrainingDiverged,
-    TrainResult,
-    allowed_head_counts,
-    load_checkpoint,
-    load_corpus,
-    val_batches,
-    validate,
-)
-from prism.analysis import LayerMetrics, layer_profile
+from prism import Schedule, ScheduleError, allowed_head_counts, load_corpus, val_batches, validate
 from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig, load_config, parse_config
 from search.errors import ConfigError
 from search.preflight import check_folder, preflight
 from search.runner.corpus import corpus_fingerprint
-from search.runner.worker import TrialSpec, run_trial
+
+if TYPE_CHECKING:
+    import torch
+
+    from prism import TrainResult
+    from prism.analysis import LayerMetrics
 
 
 @dataclass
@@ -78,6 +72,10 @@ def resolve(config_path: str | None, schedule: str, overrides: dict) -> tuple[St
 
 def profile(model: torch.nn.Module, data: dict, n_sequences: int = 4) -> list[LayerMetrics]:
     """Per-layer metrics on the first validation windows of the corpus `data` names (load_corpus keywords)."""
+    import torch
+
+    from prism.analysis import layer_profile
+
     x, _ = val_batches(load_corpus(**data), model.cfg.block_size, n_sequences, 1)[0]
     model.eval()
     with torch.no_grad():
@@ -88,6 +86,9 @@ def train_single(
     config: StudyConfig, schedule: Schedule, *, device: str = "cpu", save: str | None = None, analyze: bool = False
 ) -> SingleRun:
     """Train through the same trial session a study's workers run, in this process and without a database."""
+    from prism import TrainingDiverged
+    from search.runner.worker import TrialSpec, run_trial  # torch
+
     preflight(config, device=device)
     if save:
         check_folder(save, "--save")
@@ -124,6 +125,8 @@ def train_single(
 
 def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
     """Per-layer metrics of a saved model on the validation text of the corpus it was trained on."""
+    from prism import CheckpointError, load_checkpoint  # torch
+
     try:
         model, meta = load_checkpoint(path)
     except CheckpointError as e:
@@ -131,3 +134,11 @@ def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
     if "data" not in meta:
         raise ConfigError(f"checkpoint {path!r} does not name its corpus; it was not written by prism-search")
     return meta, profile(model, meta["data"])
+
+
+def analyze(source: str, storage_url: str) -> tuple[dict, list[LayerMetrics]]:
+    """`analyze SOURCE`: a checkpoint folder, or a stored trial's (`STUDY:N`, `STUDY:baseline`) as `audit` reads it."""
+    from search.priors import trial_checkpoint
+
+    checkpoint = None if Path(source).is_dir() else trial_checkpoint(source, storage_url)
+    return analyze_checkpoint(str(checkpoint or source))

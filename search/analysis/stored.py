@@ -1,0 +1,41 @@
+"""Stored studies as the commands find them, by name or every one in a storage: read as they are, changing nothing.
+
+A study prism-search created carries its config (search.storage.records); another tool's studies in the same
+storage are named but never read.
+"""
+
+from __future__ import annotations
+
+import optuna
+
+from search.attrs import ATTR_CONFIG
+from search.errors import PrismSearchError
+from search.storage import open_storage
+from search.storage.records import find_study
+
+
+def stored_study(name: str, url: str) -> optuna.Study:
+    """Study `name` in the storage at `url` (no sampler of its own: a command that trains gives it the one its
+    config asks for, search.study.create.reopen_study)."""
+    return find_study(name, open_storage(url, create=False))
+
+
+def stored_studies(url: str) -> tuple[list[optuna.Study], list[str]]:
+    """Every study prism-search created in the storage at `url`, and the names of those another tool made there."""
+    storage = open_storage(url, create=False)
+    summaries = optuna.get_all_study_summaries(storage)
+    ours = [find_study(s.study_name, storage) for s in summaries if _created(s)]
+    return ours, [s.study_name for s in summaries if not _created(s)]
+
+
+def is_stored(name: str, url: str) -> bool:
+    """Whether study `name` was created in the storage at `url` (False where the storage cannot be read)."""
+    try:
+        return any(s.study_name == name and _created(s) for s in optuna.get_all_study_summaries(open_storage(url, create=False)))
+    except PrismSearchError:
+        return False
+
+
+def _created(summary: optuna.study.StudySummary) -> bool:
+    """Its config marks a study created: a driver killed before storing it left a study `run` makes anew."""
+    return ATTR_CONFIG in summary.user_attrs

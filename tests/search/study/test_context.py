@@ -1,0 +1,83 @@
+"""Following the stored config through a command: each value is resolved once, at the command's edge, and handed
+down in the study's context (search.runner.context). Counted on real commands, run in process: the real functions,
+each wrapped to count its calls wherever a module bound it."""
+
+import collections
+import functools
+import importlib
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from search.cli import app
+from tests.search.conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+
+# what a command resolves; each is the function every caller reaches, whichever module it was imported into
+RESOLVERS = {
+    "family_for": "search.config",
+    "stored_config": "search.storage.records",
+    "make_trackers": "search.tracking",
+    "open_storage": "search.storage.database",
+    "corpus_fingerprint": "search.runner.corpus",
+    "check_cluster": "search.runner.cluster",
+}
+# every module the commands call into, loaded before counting (a later import would bind the uncounted function)
+COMMAND_MODULES = (
+    "search.study",
+    "search.analysis",
+    "search.preflight",
+    "search.progress",
+    "search.runner.driver",
+    "search.runner.undelivered",
+)
+
+
+@pytest.fixture
+def calls(monkeypatch) -> collections.Counter:
+    for module in COMMAND_MODULES:
+        importlib.import_module(module)
+    counts: collections.Counter = collections.Counter()
+
+    def counted(name, fn):
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+
+        return call
+
+    originals = {id(fn): (name, fn) for name, home in RESOLVERS.items() if (fn := getattr(importlib.import_module(home), name))}
+    wrappers = {key: counted(name, fn) for key, (name, fn) in originals.items()}
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not module_name.startswith(("search", "prism")):
+            continue
+        for attr, value in list(vars(module).items()):
+            if id(value) in wrappers and value is originals[id(value)][1]:
+                monkeypatch.setattr(module, attr, wrappers[id(value)])
+    return counts
+
+
+def test_run_resume_and_confirm_resolve_each_value_once(ray_local, calls, tmp_path, monkeypatch):
+    """On every heartbeat (1 s here) the driver used to parse the stored config again, and `resume` opened the
+    storage, loaded the study, checked the cluster and made the trackers twice or more. Two numbers are not one:
+    preflight makes the trackers to check them before the context makes those it keeps (search/preflight.py), and
+    the summary a command prints at its end reads the study as stored, as `status` does."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PRISM_SEARCH_HEARTBEAT_S", "1")
+    toml = tmp_path / "tiny.toml"
+    toml.write_text((ROOT / "studies" / "tiny.toml").read_text().replace("steps = 60", "steps = 20"))
+    url = ["--storage", f"sqlite:///{tmp_path / 'tiny.db'}"]
+    once = {"family_for": 1, "make_trackers": 2, "open_storage": 1, "corpus_fingerprint": 1, "check_cluster": 1}
+    for command, stored_configs in (
+        (["run", str(toml), *url, "--n-trials", "3"], 1),  # the summary's
+        (["resume", "tiny", *url, "--n-trials", "4"], 2),  # reopen's, then the summary's
+        (["confirm", "tiny", "--top", "1", "--seeds", "2", *url], 1),  # reopen's: confirm prints its own rows
+    ):
+        calls.clear()
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 0, result.output
+        assert "trained" in result.output or "confirmation" in result.output
+        assert dict(calls) == once | {"stored_config": stored_configs}, command[0]
