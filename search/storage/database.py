@@ -293,7 +293,8 @@ def _check_schema(url: str, create: bool) -> None:
             return
         what = f"only {others}" if tables else "no tables"
         raise StorageError(f"no prism-search studies in {masked}: the database holds {what} ({_START_HINT})")
-    missing = sorted(ours - tables) or ([] if revisions and versioned else ["the rows naming its schema version"])
+    readable = bool(revisions) and all(isinstance(r, str) for r in revisions)  # a damaged page can read back as NULL
+    missing = sorted(ours - tables) or ([] if readable and versioned else ["the rows naming its schema version"])
     if missing and not _holds_data(url, tables & schema_tables(), create):
         # an unfinished creation (a driver killed while making it, or another Optuna client making it right now),
         # not damage: Optuna completes a schema that stores nothing yet

@@ -20,10 +20,10 @@ def experiment(tiny_config):
         deep=True,
     )
     config = config.model_copy(update={"search": config.search.model_copy(update={"baseline_seeds": 1, "pruner": "none"})})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    ctx = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
     plan = plan_of(config)
     assert plan is not None
-    return study, config, plan
+    return ctx, plan
 
 
 def _waiting(study: optuna.Study) -> list[tuple[str, int]]:
@@ -42,31 +42,34 @@ def _finish(study: optuna.Study, value: float | None, error: str = "") -> optuna
 
 
 def test_a_new_experiment_queues_its_first_pair_uniform_first(experiment):
-    study, config, plan = experiment
+    ctx, plan = experiment
+    study, config = ctx.study, ctx.config
     assert current(study, config, plan).next_seed == 2000
-    assert queue_pair(study, config, plan, 2000) == 2
+    assert queue_pair(ctx, plan, 2000) == 2
     assert _waiting(study) == [("1x3", 2000), ("1x1,2x1,4x1", 2000)]  # the baseline open_study queued, then the schedule
-    assert queue_pair(study, config, plan, 2000) == 2 and len(_waiting(study)) == 2  # queued once, however often asked
+    assert queue_pair(ctx, plan, 2000) == 2 and len(_waiting(study)) == 2  # queued once, however often asked
 
 
 def test_the_next_pair_follows_a_finished_one(experiment):
-    study, config, plan = experiment
-    queue_pair(study, config, plan, 2000)
+    ctx, plan = experiment
+    study, config = ctx.study, ctx.config
+    queue_pair(ctx, plan, 2000)
     _finish(study, 2.0)
     _finish(study, 2.1)
     now = current(study, config, plan)
     assert now.pairs == 1 and now.next_seed == 2001
-    assert queue_pair(study, config, plan, 2001) == 2 and _waiting(study) == [("1x3", 2001), ("1x1,2x1,4x1", 2001)]
+    assert queue_pair(ctx, plan, 2001) == 2 and _waiting(study) == [("1x3", 2001), ("1x1,2x1,4x1", 2001)]
 
 
 def test_only_failures_with_no_retry_stop_the_experiment(experiment):
-    study, config, plan = experiment
-    queue_pair(study, config, plan, 2000)
+    ctx, plan = experiment
+    study, config = ctx.study, ctx.config
+    queue_pair(ctx, plan, 2000)
     lost = _finish(study, None, "interrupted (Ctrl-C)")  # the driver queues an interrupted try again: it does not count
     study.enqueue_trial({}, user_attrs={**lost.user_attrs, RETRY_OF: lost.number})
     _finish(study, 2.1)  # the schedule's run
     _finish(study, None, "TrainingDiverged")  # uniform's retry fails for good: one try of MAX_TRIES
-    assert queue_pair(study, config, plan, 2000) == 1 and _waiting(study) == [("1x3", 2000)]
+    assert queue_pair(ctx, plan, 2000) == 1 and _waiting(study) == [("1x3", 2000)]
     _finish(study, None, "TrainingDiverged")
     with pytest.raises(PrismSearchError, match="experiment run 1x3 at seed 2000 failed 2 times"):
-        queue_pair(study, config, plan, 2000)
+        queue_pair(ctx, plan, 2000)
