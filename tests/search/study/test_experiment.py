@@ -63,7 +63,7 @@ def test_the_next_pair_follows_a_finished_one(experiment):
 
 def test_only_failures_with_no_retry_stop_the_experiment(experiment):
     ctx, plan = experiment
-    study, config = ctx.study, ctx.config
+    study = ctx.study
     queue_pair(ctx, plan, 2000)
     lost = _finish(study, None, "interrupted (Ctrl-C)")  # the driver queues an interrupted try again: it does not count
     study.enqueue_trial({}, user_attrs={**lost.user_attrs, RETRY_OF: lost.number})
