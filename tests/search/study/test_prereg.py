@@ -1,0 +1,31 @@
+"""The committed pre-registered experiment (docs/results/prereg.db) is the one studies/prereg-long.toml fixed: its
+plan cannot drift from the file without this failing, and every run it holds belongs to a pair of the plan."""
+
+import shutil
+
+from optuna.trial import TrialState
+
+from search.analysis.sequential import plan_of
+from search.analysis.stored import stored_study
+from search.config import load_config
+from search.storage.records import stored_config
+from tests.search.conftest import ROOT
+
+
+def test_the_committed_experiment_is_the_pre_registered_one(tmp_path):
+    db = tmp_path / "prereg.db"
+    shutil.copy(ROOT / "docs" / "results" / "prereg.db", db)  # read a copy: the committed file stays as it is
+    study = stored_study("prereg-long", f"sqlite:///{db}")
+    stored, registered = stored_config(study), load_config(ROOT / "studies" / "prereg-long.toml")
+    plan = plan_of(stored)
+    assert plan is not None and plan == plan_of(registered)
+    fixed = (plan.schedule, plan.uniform, plan.first_seed, plan.looks, plan.margin, plan.alpha)
+    assert fixed == ("2x3,4x3", "2x6", 2000, (10, 15, 20), 0.01, 0.05)
+    for section in ("model", "train", "data"):
+        assert getattr(stored, section) == getattr(registered, section), section
+    bench_long = load_config(ROOT / "studies" / "bench-long.toml")
+    assert (stored.model, stored.train, stored.data) == (bench_long.model, bench_long.train, bench_long.data)  # bench-long's budget
+    done = [t for t in study.get_trials() if t.state == TrialState.COMPLETE]
+    seeds = sorted({t.user_attrs["seed"] for t in done})
+    assert seeds == list(range(2000, 2000 + len(seeds)))  # new seeds only, in order, never bench-long's 0, 1, 1000, 1001
+    assert all(sorted(t.user_attrs["schedule"] for t in done if t.user_attrs["seed"] == s) == ["2x3,4x3", "2x6"] for s in seeds)
