@@ -133,6 +133,7 @@ class Summary:
     pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
     race: dict[str, str] = field(default_factory=dict)  # racing studies: where each schedule stands in the race
     looks: list[str] = field(default_factory=list)  # a pre-registered experiment: each look read so far
+    experiment: bool = False  # a pre-registered experiment: nothing was selected, and more pairs come from `resume`
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -145,6 +146,9 @@ class Summary:
 
     @property
     def confirm_command(self) -> str:
+        """What measures the best's noise: confirmation seeds, or an experiment's own next pairs."""
+        if self.experiment:
+            return f"prism-search resume {self.name}"
         return f"prism-search confirm {self.name} --top 1 --seeds 3"
 
     @property
@@ -423,13 +427,14 @@ def summarize(study: optuna.Study) -> Summary:
         counts={k: v for k, v in counts.items() if v},
         verdict=experiment_verdict(experiment) if experiment else decision.verdict,
         looks=[look.text(experiment.plan) for look in experiment.looks] if experiment else [],
+        experiment=plan is not None,
         best_schedule=best_schedule,
         best_value=statistics.fmean(best_values) if best_values else (val_loss(best_trial) if best_trial else None),
         best_seeds=best_seeds,
         best_number=best_trial.number if best_trial else None,
         baseline_schedule=baseline,
         baseline_value=runs.get((baseline, config.seed)),
-        best_gap=gap_report(decision, shown, n_schedules - uniform_wins) if shown else None,
+        best_gap=gap_report(decision, shown, None if plan else n_schedules - uniform_wins) if shown else None,
         n_trials=config.n_trials,
         uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,
         objectives=list(config.search.objectives),

@@ -29,3 +29,15 @@ def test_the_committed_experiment_is_the_pre_registered_one(tmp_path):
     seeds = sorted({t.user_attrs["seed"] for t in done})
     assert seeds == list(range(2000, 2000 + len(seeds)))  # new seeds only, in order, never bench-long's 0, 1, 1000, 1001
     assert all(sorted(t.user_attrs["schedule"] for t in done if t.user_attrs["seed"] == s) == ["2x3,4x3", "2x6"] for s in seeds)
+
+
+def test_its_summary_reads_as_an_experiment(tmp_path):
+    """Nothing in an experiment was selected, and its noise is measured by its own next pairs, not by `confirm`."""
+    from search.analysis import summarize
+
+    db = tmp_path / "prereg.db"
+    shutil.copy(ROOT / "docs" / "results" / "prereg.db", db)
+    s = summarize(stored_study("prereg-long", f"sqlite:///{db}"))
+    assert s.experiment and s.confirm_command == "prism-search resume prereg-long"
+    assert s.best_gap is not None and s.best_gap.selected_from is None
+    assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))
