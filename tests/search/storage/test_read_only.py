@@ -21,6 +21,7 @@ from search.storage import open_storage
 from tests.search.conftest import ROOT, make_read_only, small_file_system
 from tests.search.dashboard.conftest import quickstart
 from tests.search.synthetic import synthetic_study
+from tests.search.test_cli_errors import run_cli
 
 READERS = [
     ["status"],
@@ -235,15 +236,6 @@ def read_only_layouts(tmp_path, good_db) -> Iterator[Path]:
         storage.engine.dispose()
         make_read_only(disk)
         yield disk
-
-
-def run_cli(monkeypatch, capsys, cwd: Path, *args: str) -> tuple[int, str, str]:
-    monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", ["prism-search", *args])
-    with pytest.raises(SystemExit) as done:
-        main()
-    out = capsys.readouterr()
-    return done.value.code, out.out, out.err
 
 
 READING = [["status", "s"], ["best", "s"], ["export", "s"], ["report", "s", "-o", "report.html"]]
