@@ -33,10 +33,8 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
         check_memory(config, device, at_once=1, source="--device")
     else:
         from search.storage import check_lasting  # storage owns what a valid URL is
-        from search.tracking import make_trackers
 
-        check_lasting(config.storage)
-        make_trackers(config.tracking)  # a missing library, a stored URI without its credentials
+        check_lasting(config.storage)  # the trackers are checked as they are made, right after this, before any write
         if config.keep_checkpoints != "none":  # else the folder is never made: a study resumed elsewhere needs none
             check_folder(config.checkpoint_dir, "checkpoint_dir")
         if address is None:

@@ -182,8 +182,8 @@ def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, addr
     from search.tracking import make_trackers
 
     preflight(config, address=address)
+    trackers = make_trackers(config.tracking)  # a missing library or a stored URI without its credentials: refused here
     planned = (len(top_schedules(study, config, top)) + 1) * seeds  # fails fast when there is nothing to confirm
-    trackers = make_trackers(config.tracking)
     ctx = reopen_study(study, config, corpus_fingerprint(config), trackers, fix="confirm where the study's corpus is")
     n_workers = config.resources.workers
     with driver_lock(config.storage):
