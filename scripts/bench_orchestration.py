@@ -33,7 +33,7 @@ import sqlalchemy
 
 from prism import EvalPoint, Schedule, TrainResult
 from search.config import family_for, load_config
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.runner.messages import Evaluated, Finished, Started
 from search.runner.worker import TrialSession, TrialSpec
@@ -211,7 +211,7 @@ def main() -> None:
     args = parser.parse_args()
 
     config = load_config(ROOT / "studies" / "tiny.toml")
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     load = os.getloadavg()
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1/5/15 min)")
     print(

@@ -21,8 +21,9 @@ LOGIT_BYTES = 12  # per token and vocab entry: fp32 logits, their softmax and it
 SIZE_FIELDS = ("model.n_layer", "model.d_model", "model.mlp_ratio", "model.block_size", "model.vocab_size", "train.batch_size")
 
 
-def preflight(config: StudyConfig, *, address: str | None = None, device: str | None = None) -> None:
-    """Check `config` before a command stores or trains anything.
+def preflight(config: StudyConfig, *, address: str | None = None, device: str | None = None) -> str:
+    """Check `config` before a command stores or trains anything; returns the corpus fingerprint, so the corpus is
+    loaded once per command (here) and the study records what its workers must find.
 
     `device`: `prism-search train`'s one in-process run (no storage, no checkpoint_dir). Otherwise a study's
     trials, on CUDA when resources.gpus_per_trial > 0, resources.workers at once. With a
@@ -47,11 +48,12 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
             n = config.resources.workers
             at_once = min(n, max(1, int(1 / gpus))) if gpus else n  # fractional GPUs: that many trials share one
             check_memory(config, study_device, at_once, source="resources.gpus_per_trial" if gpus else "resources.workers")
-    check_corpus(config)  # last: loading a corpus (or training its BPE) is the slow check
+    return check_corpus(config)  # last: loading a corpus (or training its BPE) is the slow check
 
 
-def check_corpus(config: StudyConfig) -> None:
-    """The corpus fits in memory, loads, and both its splits hold the windows training and evaluation draw from it."""
+def check_corpus(config: StudyConfig) -> str:
+    """The corpus fits in memory, loads, fits the model's vocabulary, and both its splits hold the windows training
+    and evaluation draw from it; returns its fingerprint."""
     try:
         size = text_bytes(config.data.corpus)
         if 2 * size > _host_available():  # read, then joined: twice its size at the peak, before any tokenizer
@@ -63,6 +65,12 @@ def check_corpus(config: StudyConfig) -> None:
         check_windows(corpus, config.model.block_size, config.train.batch_size * config.train.eval_batches)
     except CorpusError as e:
         raise ConfigError(f"data.corpus: {e}") from None
+    if corpus.vocab_size > config.model.vocab_size:
+        raise ConfigError(
+            f"model.vocab_size={config.model.vocab_size} is smaller than the corpus vocab {corpus.vocab_size}; "
+            f"set model.vocab_size = {corpus.vocab_size}"
+        )
+    return corpus.fingerprint
 
 
 def check_folder(path: str, field: str) -> None:

@@ -32,7 +32,6 @@ from search.errors import AuditError, ConfigError, PriorError
 from search.preflight import preflight
 from search.runner.cluster import check_cluster
 from search.runner.context import StudyContext
-from search.runner.corpus import corpus_fingerprint
 from search.signals import sigterm_as_ctrl_c
 from search.storage import creation_lock, driver_lock, open_storage
 from search.storage.records import enqueue, stored_config
@@ -97,13 +96,13 @@ def execute(
     from search.tracking import make_trackers
 
     choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
-    preflight(keeping_checkpoints(config) if isinstance(choice, AutoPrior) else config, address=address)  # auto: the baselines keep theirs
+    # auto: the baselines keep theirs
+    fingerprint = preflight(keeping_checkpoints(config) if isinstance(choice, AutoPrior) else config, address=address)
     if choice is not None and config.experiment is not None:
         raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
     if resumed is None:
         check_cluster(address, config.storage)  # `resume` checked it before reading the storage (reopen)
     trackers = make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
-    fingerprint = corpus_fingerprint(config)
     with driver_lock(config.storage):
         with creation_lock(config.storage):
             if resumed is None:
@@ -181,10 +180,10 @@ def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, addr
     from search.runner.driver import connect_ray
     from search.tracking import make_trackers
 
-    preflight(config, address=address)
+    fingerprint = preflight(config, address=address)
     trackers = make_trackers(config.tracking)  # a missing library or a stored URI without its credentials: refused here
     planned = (len(top_schedules(study, config, top)) + 1) * seeds  # fails fast when there is nothing to confirm
-    ctx = reopen_study(study, config, corpus_fingerprint(config), trackers, fix="confirm where the study's corpus is")
+    ctx = reopen_study(study, config, fingerprint, trackers, fix="confirm where the study's corpus is")
     n_workers = config.resources.workers
     with driver_lock(config.storage):
         connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)

@@ -18,7 +18,6 @@ from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig, load_config, parse_config
 from search.errors import ConfigError
 from search.preflight import check_folder, preflight
-from search.runner.corpus import corpus_fingerprint
 
 if TYPE_CHECKING:
     import torch
@@ -89,14 +88,13 @@ def train_single(
     from prism import TrainingDiverged
     from search.runner.worker import TrialSpec, run_trial  # torch
 
-    preflight(config, device=device)
+    fingerprint = preflight(config, device=device)
     if save:
         check_folder(save, "--save")
         if Path(save).is_dir() and any(Path(save).iterdir()):
             raise ConfigError(
                 f"--save {save!r} already holds files (a study's checkpoint?); refusing to replace them (fix: name a new folder)"
             )
-    fingerprint = corpus_fingerprint(config)  # checks the vocab too
     with tempfile.TemporaryDirectory() as scratch:  # --analyze reads the trained model back from its checkpoint
         spec = TrialSpec(
             study=config.name,

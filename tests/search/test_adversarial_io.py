@@ -24,7 +24,7 @@ import sqlalchemy
 from search.cli import main
 from search.dashboard import Dashboard
 from search.errors import PrismSearchError
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.storage import dispose, driver_lock, open_storage
 from search.study.create import open_study
 from search.urls import lost_credentials, mask_url
@@ -153,7 +153,7 @@ def test_a_password_with_odd_characters_is_stored_and_shown_nowhere(odd_password
     url, password = odd_password_url
     config = tiny_config.model_copy(update={"storage": url})
     storage = open_storage(url)
-    study = open_study(config, storage, corpus_fingerprint(config)).study
+    study = open_study(config, storage, check_corpus(config)).study
     forms = {password, quote(password, safe=""), quote_plus(password), "pa#ss", "pa ss", "ss?w"}
     shown = [study.user_attrs["prism.config"]]
     storage.engine.dispose()
@@ -180,7 +180,7 @@ def locked_study(tiny_config, tmp_path):
     Its connections are closed first: the last one to close folds the -wal file into study.db, which must not
     happen inside the refused command's snapshot (it did, under load, whenever garbage collection ran late)."""
     storage = open_storage(tiny_config.storage)
-    open_study(tiny_config, storage, corpus_fingerprint(tiny_config))
+    open_study(tiny_config, storage, check_corpus(tiny_config))
     dispose(storage)
     with driver_lock(tiny_config.storage):
         yield tmp_path / "study.db"
@@ -198,7 +198,7 @@ def test_a_second_driver_is_refused_whatever_the_sqlite_url_says(study_toml, spe
 
 
 def test_read_commands_accept_a_query_string_on_a_sqlite_url(tiny_config, tmp_path, monkeypatch, capsys):
-    open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
     code, out, err = cli(monkeypatch, capsys, tmp_path, "status", "tiny", "--storage", f"{tiny_config.storage}?timeout=30")
     assert code == 0 and "study tiny" in out, err
     assert sorted(p.name for p in tmp_path.iterdir() if "?" in p.name) == []
@@ -207,7 +207,7 @@ def test_read_commands_accept_a_query_string_on_a_sqlite_url(tiny_config, tmp_pa
 # --- item 8: rich markup in what a user named is printed as written ------------------------------------------------------
 def test_markup_in_a_reference_name_is_printed_as_written(tiny_config, tmp_path, monkeypatch, capsys):
     config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["[/x]=1x2,2x1", "[bold]w=4x3"]})})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study
+    study = open_study(config, open_storage(config.storage), check_corpus(config)).study
     while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):  # what the driver stores, untrained
         trial = study.ask()
         study.tell(trial, 2.0 + trial.number / 100)
@@ -272,9 +272,9 @@ def test_tracking_added_to_an_existing_study_is_not_a_different_config(tiny_conf
     from search.config import TrackingSection
 
     storage = open_storage(tiny_config.storage)
-    open_study(tiny_config, storage, corpus_fingerprint(tiny_config))
+    open_study(tiny_config, storage, check_corpus(tiny_config))
     tracked = tiny_config.model_copy(update={"tracking": TrackingSection(tensorboard=str(tmp_path / "runs"))})
-    study = open_study(tracked, storage, corpus_fingerprint(tracked)).study
+    study = open_study(tracked, storage, check_corpus(tracked)).study
     assert json.loads(study.user_attrs["prism.config"])["tracking"]["tensorboard"] == str(tmp_path / "runs")
 
 
@@ -304,7 +304,7 @@ def odd_trial_db(tiny_config) -> str:
     storage = open_storage(tiny_config.storage)
     for name, schedule, value in (("inf", "2x3", float("inf")), ("bad", "9x9x9", 1.0)):
         config = tiny_config.model_copy(update={"name": name})
-        study = open_study(config, storage, corpus_fingerprint(config)).study
+        study = open_study(config, storage, check_corpus(config)).study
         while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
             trial = study.ask()
             study.tell(trial, 2.0 + trial.number / 100)
@@ -427,7 +427,7 @@ def test_a_database_write_locked_by_another_process_is_one_line_after_the_wait(s
     import sqlite3
 
     db = tmp_path / "study.db"
-    open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
     other = sqlite3.connect(db, isolation_level=None)  # another program (a sqlite3 shell) holding the write lock
     other.execute("BEGIN EXCLUSIVE")
     try:
@@ -447,7 +447,7 @@ def test_audit_and_analyze_find_the_baseline_after_an_interrupted_first_try(stud
     study_toml(name="T.toml")
     code, out, err = cli(monkeypatch, capsys, tmp_path, "train", "uniform", "--config", "T.toml", "--steps", "2", "--save", "model")
     assert code == 0, err
-    ctx = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    ctx = open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
     study = ctx.study
     first = study.ask()
     first.set_user_attr("error", "interrupted")

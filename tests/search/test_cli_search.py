@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from search.cli import app
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.study.create import open_study
@@ -32,7 +32,7 @@ def test_schedules_prints_the_space_size_and_lists_every_schedule(study_toml):
 @pytest.mark.e2e
 def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
     config = tiny_config.model_copy(update={"n_trials": 3, "train": tiny_config.train.model_copy(update={"steps": 20})})
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     study = ctx.study
     Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
@@ -133,7 +133,7 @@ def test_bad_search_input_is_one_line_exit_2_and_writes_nothing(tmp_path, study_
 @pytest.mark.e2e
 def test_a_stored_config_this_version_cannot_read_is_one_line_exit_2(tiny_config):
     """A study made by another version (an extra config field): status names the field and the fix, no traceback."""
-    ctx = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    ctx = open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
     study = ctx.study
     raw = json.loads(study.user_attrs["prism.config"])
     study.set_user_attr("prism.config", json.dumps({**raw, "mirror": "elsewhere"}))

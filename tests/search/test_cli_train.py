@@ -13,7 +13,7 @@ from prism import load_checkpoint
 from search.analysis.summary import is_paired_baseline
 from search.cli import app
 from search.config import ConfigError
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.storage.records import FINISHED
@@ -106,7 +106,7 @@ def test_train_with_a_study_config_reproduces_the_studys_run_bit_for_bit(ray_loc
     """`train` runs on the study's cpus_per_trial threads, as its workers do: the baseline at the study seed is the
     same run, to the last bit (another thread count reorders float sums, which training amplifies)."""
     config = tiny_config  # cpus_per_trial = 1
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     study = ctx.study
     Driver(ctx, stopping=make_stopping(ctx)).run(1, n_workers=1)

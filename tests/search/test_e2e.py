@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.analysis.budget import budget
 from search.analysis.summary import summarize
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.storage.records import FINISHED
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 
 def test_tiny_study_runs_prunes_and_is_plain_optuna(ray_local, tiny_config):
     config = tiny_config.model_copy(update={"n_trials": 6})
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
 
@@ -67,7 +67,7 @@ def test_failed_trials_are_recorded_with_their_error(ray_local, tiny_config, lr,
             "search": config.search.model_copy(update={"max_failed_trials": 1}),
         }
     )
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     study = ctx.study
     with pytest.raises(Exception, match="trials failed"):

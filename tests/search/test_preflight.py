@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from search.config import ConfigError, StudyConfig
-from search.preflight import SIZE_FIELDS, preflight, training_bytes
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import SIZE_FIELDS, check_corpus, preflight, training_bytes
 from search.storage import open_storage
 from search.study import open_study
 
@@ -142,7 +141,7 @@ def test_a_stored_study_whose_checkpoint_dir_became_a_file_is_refused_by_resume_
     """The stored config is checked against this machine again: the file appeared after the study was made."""
     config = tiny_config.model_copy(update={"checkpoint_dir": str(tmp_path / "ckpts"), "keep_checkpoints": "best"})
     storage = open_storage(config.storage)
-    study = open_study(config, storage, corpus_fingerprint(config)).study
+    study = open_study(config, storage, check_corpus(config)).study
     storage.engine.dispose()  # the last connection folds the write-ahead log into the file: its bytes are final
     (tmp_path / "ckpts").write_text("in the way")
     db = tmp_path / "study.db"

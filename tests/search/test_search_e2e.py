@@ -8,7 +8,7 @@ from prism import Schedule
 from search.analysis.summary import summarize
 from search.attrs import DUPLICATE_ATTR
 from search.config import StudyConfig, family_for
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.storage.records import FINISHED
@@ -65,7 +65,7 @@ def _config(tiny_config: StudyConfig, storage: str, case: dict) -> StudyConfig:
 
 
 def _run(config: StudyConfig, workers: int = 2) -> optuna.Study:
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     study = ctx.study
     target = reachable_target(study, config.n_trials)  # the grid case ends with its space

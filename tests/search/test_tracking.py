@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from search.analysis.budget import is_served
 from search.config import ConfigError, TrackingSection
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.storage.records import FINISHED
@@ -74,7 +74,7 @@ def test_a_failing_tracker_warns_with_its_uri_and_error_masked(caplog):
 
 def _run(config, n_trials: int, **tracking):
     config = config.model_copy(update={"n_trials": n_trials, "tracking": TrackingSection(**tracking)})
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint, make_trackers(config.tracking))
     study = ctx.study
     Driver(ctx, stopping=make_stopping(ctx)).run(n_trials, n_workers=2)

@@ -15,7 +15,7 @@ from search.config import StudyConfig
 from search.dashboard.pages import studies_page
 from search.dashboard.views import study_view
 from search.families import RampFamily
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage
 from search.storage.records import FINISHED
@@ -80,7 +80,7 @@ def test_a_study_trains_n_trials_distinct_schedules_and_the_sampler_proposes_no_
     """Seed 0's random walk over the 10 ramp schedules proposes trained ones again; the distinct-proposal sampler
     (search.study.samplers) draws again instead, so while the space has untried schedules nothing is served."""
     config = _config(tiny_config)
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     driver = Driver(ctx, stopping=make_stopping(ctx))
     driver.run(config.n_trials, n_workers=2)

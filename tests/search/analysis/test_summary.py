@@ -250,12 +250,12 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
 def test_references_are_queued_at_every_baseline_seed_and_reported_once_with_every_pair(tiny_config):
     from optuna.trial import TrialState
 
-    from search.runner.corpus import corpus_fingerprint
+    from search.preflight import check_corpus
     from search.storage import open_storage
     from search.study.create import open_study
 
     config = tiny_config.model_copy(update={"space": tiny_config.space.model_copy(update={"references": ["ramp=1x1,2x1,4x1"]})})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study
+    study = open_study(config, open_storage(config.storage), check_corpus(config)).study
     queued = [(t.user_attrs["role"], t.user_attrs["seed"]) for t in study.get_trials(states=(TrialState.WAITING,))]
     assert queued == [("baseline", 0), ("baseline", 1), ("reference", 0), ("reference", 1)]  # tiny: baseline_seeds 2
 

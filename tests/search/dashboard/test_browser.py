@@ -179,7 +179,7 @@ def test_report_opens_offline(browser, dash_url, tmp_path):
 def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab):
     """The issue's 'done when': open the dashboard on a study, start real training, watch the page fill in."""
     from search.analysis.stats import MIN_CURVES
-    from search.runner.corpus import corpus_fingerprint
+    from search.preflight import check_corpus
     from search.runner.driver import Driver
     from search.storage import open_storage
     from search.study.create import open_study
@@ -188,7 +188,7 @@ def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab
     # fidelity needs MIN_CURVES complete learning curves: as many trials, none pruned
     search = tiny_config.search.model_copy(update={"pruner": "none"})
     config = tiny_config.model_copy(update={"n_trials": MIN_CURVES, "search": search})
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     server, base = serve(config.storage)
     try:

@@ -13,7 +13,7 @@ import ray
 import torch
 
 from search.config import parse_config
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.runner.driver import Driver, connect_ray
 from search.runner.messages import Started
 from search.runner.worker import TrialSession
@@ -47,7 +47,7 @@ def main(address: str, url: str) -> None:
 
     data = tomllib.loads((ROOT / "studies" / "tiny.toml").read_text())
     config = parse_config(data | {"n_trials": 2, "storage": url, "resources": RESOURCES}, "probe")
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(url), fingerprint)
     connect_ray(address, num_cpus=0)
     Driver(ctx, stopping=make_stopping(ctx), session_cls=ProbeSession).run(config.n_trials, config.resources.workers)

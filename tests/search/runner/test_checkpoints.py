@@ -14,8 +14,8 @@ from optuna.trial import TrialState
 from prism import load_checkpoint
 from search.analysis.summary import summarize
 from search.config import ConfigError, parse_config
+from search.preflight import check_corpus
 from search.runner.checkpoints import keep_checkpoints
-from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import Driver
 from search.runner.messages import Finished
 from search.runner.worker import TrialSession, TrialSpec, run_trial
@@ -33,7 +33,7 @@ def _spec(config, tmp_path, keep):
         train=config.train.to_train_config(0),
         corpus=config.data.corpus,
         val_fraction=0.1,
-        corpus_fingerprint=corpus_fingerprint(config),
+        corpus_fingerprint=check_corpus(config),
         corpus_options=config.data.corpus_options(),
         checkpoint_dir=str(tmp_path / keep),
         keep_checkpoints=keep,
@@ -55,7 +55,7 @@ def test_session_saves_finished_trials_and_pruned_ones_only_for_all(tiny_config,
     if keep != "none":
         model, meta = load_checkpoint(result.extra["checkpoint"])
         assert str(model.schedule) == "1x1,2x1,4x1" and meta["result"]["final_val_loss"] == result.final_val_loss
-        assert meta["corpus_fingerprint"] == corpus_fingerprint(tiny_config)
+        assert meta["corpus_fingerprint"] == check_corpus(tiny_config)
 
 
 @pytest.mark.e2e
@@ -69,7 +69,7 @@ def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user
             "data": tiny_config.data.model_copy(update={"corpus": str(text)}),
         }
     )
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     study = ctx.study
     Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
@@ -85,7 +85,7 @@ def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user
 
 def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
     """A duplicate carries its original's checkpoint path: deleting by trial would delete the best's directory."""
-    ctx = open_study(tiny_config, open_storage(tiny_config.storage), corpus_fingerprint(tiny_config))
+    ctx = open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
     study = ctx.study
     study.tell(study.ask(), 9.0)  # the enqueued baseline (trial 0) had no checkpoint here: give it none
     dirs = {name: tmp_path / name for name in ("best", "worse", "baseline")}
@@ -113,7 +113,7 @@ def test_study_config_corpus_errors_are_one_line(tmp_path):
     (tmp_path / "ids.bin").write_bytes(bytes(range(200)) * 10)  # uint16 ids up to 51143
     config = parse_config({"name": "x", "data": {"corpus": str(tmp_path / "ids.bin"), "vocab_size": 60000}})
     with pytest.raises(ConfigError, match=r"model.vocab_size=256 is smaller than the corpus vocab 60000; set model.vocab_size = 60000"):
-        corpus_fingerprint(config)
+        check_corpus(config)
     relative = parse_config({"name": "x", "checkpoint_dir": "ckpt"})
     assert Path(relative.checkpoint_dir).is_absolute()
 
@@ -139,7 +139,7 @@ def test_a_study_whose_checkpoints_cannot_be_written_keeps_every_result(ray_loca
     (tmp_path / "ckpt").mkdir()
     (tmp_path / "ckpt" / "tiny").write_text("in the way")
     config = tiny_config.model_copy(update={"n_trials": 3, "checkpoint_dir": str(tmp_path / "ckpt")})
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     study = ctx.study
     Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)

@@ -22,9 +22,9 @@ from prism import Schedule
 from search.analysis.budget import budget
 from search.attrs import DUPLICATE_ATTR, ROLE_SEARCH
 from search.config import family_for
+from search.preflight import check_corpus
 from search.progress import Progress
 from search.runner import driver as driver_module
-from search.runner.corpus import corpus_fingerprint
 from search.runner.driver import DatabaseUnavailable, Driver
 from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage, stale_trial_ids, storage_of, trial_id
@@ -126,7 +126,7 @@ def _one_worker_study(tiny_config, n_trials):
             "resources": config.resources.model_copy(update={"workers": 1}),
         }
     )
-    return open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    return open_study(config, open_storage(config.storage), check_corpus(config))
 
 
 def _resume(config, out=None):
@@ -387,7 +387,7 @@ class _CutWhenServed(_CutAt):
 def _outage_study(ray_local, tiny_config, url, n_trials):
     config = tiny_config.model_copy(update={"storage": url, "n_trials": n_trials})
     config = config.model_copy(update={"search": config.search.model_copy(update={"baseline_seeds": 1})})
-    return open_study(config, open_storage(url), corpus_fingerprint(config))
+    return open_study(config, open_storage(url), check_corpus(config))
 
 
 def test_short_database_outage_is_ridden_out(ray_local, tiny_config):

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy
 
 from search.config import TrackingSection
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 from search.urls import mask_url
@@ -95,7 +95,7 @@ def test_tracking_uris_are_stored_masked_and_resume_or_confirm_asks_for_them_aga
     uri = "http://prism:s3cret@127.0.0.1:5999"
     config = tiny_config.model_copy(update={"tracking": TrackingSection(mlflow=uri)})
     storage = open_storage(config.storage)
-    stored = open_study(config, storage, corpus_fingerprint(config)).study.user_attrs["prism.config"]
+    stored = open_study(config, storage, check_corpus(config)).study.user_attrs["prism.config"]
     assert "s3cret" not in stored and json.loads(stored)["tracking"]["mlflow"] == mask_url(uri)
     storage.engine.dispose()  # the last connection closed: SQLite folds its write-ahead log into the file
 

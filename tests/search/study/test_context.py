@@ -21,7 +21,7 @@ RESOLVERS = {
     "stored_config": "search.storage.records",
     "make_trackers": "search.tracking",
     "open_storage": "search.storage.database",
-    "corpus_fingerprint": "search.runner.corpus",
+    "load_corpus": "prism.data",  # read (or its BPE trained) once by preflight, which hands on the fingerprint
     "check_cluster": "search.runner.cluster",
 }
 # every module the commands call into, loaded before counting (a later import would bind the uncounted function)
@@ -62,14 +62,15 @@ def calls(monkeypatch) -> collections.Counter:
 
 def test_run_resume_and_confirm_resolve_each_value_once(ray_local, calls, tmp_path, monkeypatch):
     """On every heartbeat (1 s here) the driver used to parse the stored config again, and `resume` opened the
-    storage, loaded the study, checked the cluster and made the trackers twice or more. One number is not one: the
+    storage, loaded the study, checked the cluster and made the trackers twice or more, and every command that
+    trains loaded the corpus twice (preflight's check, then its fingerprint). One number is not one: the
     summary a command prints at its end reads the study as stored, as `status` does."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PRISM_SEARCH_HEARTBEAT_S", "1")
     toml = tmp_path / "tiny.toml"
     toml.write_text((ROOT / "studies" / "tiny.toml").read_text().replace("steps = 60", "steps = 20"))
     url = ["--storage", f"sqlite:///{tmp_path / 'tiny.db'}"]
-    once = {"family_for": 1, "make_trackers": 1, "open_storage": 1, "corpus_fingerprint": 1, "check_cluster": 1}
+    once = {"family_for": 1, "make_trackers": 1, "open_storage": 1, "load_corpus": 1, "check_cluster": 1}
     for command, stored_configs in (
         (["run", str(toml), *url, "--n-trials", "3"], 1),  # the summary's
         (["resume", "tiny", *url, "--n-trials", "4"], 2),  # reopen's, then the summary's

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from search.cli import app
 from search.dashboard import Dashboard
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 
@@ -22,7 +22,7 @@ def test_a_study_whose_corpus_moved_still_reports_and_resume_names_the_missing_c
     text.write_text("to be or not to be, that is the question. " * 400)
     data = tiny_config.data.model_copy(update={"corpus": str(text)})
     config = tiny_config.model_copy(update={"data": data})
-    open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    open_study(config, open_storage(config.storage), check_corpus(config))
     text.rename(tmp_path / "moved.txt")
     url = ["--storage", config.storage]
 
@@ -52,7 +52,7 @@ def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_o
 
     space = tiny_config.space.model_copy(update={"references": ["paper-ramp"]})
     config = tiny_config.model_copy(update={"space": space, "n_trials": 1})
-    fingerprint = corpus_fingerprint(config)
+    fingerprint = check_corpus(config)
     study = optuna.create_study(study_name="tiny", storage=open_storage(config.storage))
     study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
     store_config(study, config)
@@ -97,7 +97,7 @@ def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_sta
 
     monkeypatch.setattr(cli.console, "width", 400)  # one table row per line
     config = tiny_config.model_copy(update={"n_trials": 1})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study  # baseline seeds 0 and 1
+    study = open_study(config, open_storage(config.storage), check_corpus(config)).study  # baseline seeds 0 and 1
     for seed in (0, 1):  # taken from the queue as the driver takes them: seed 0 diverges, seed 1 trains
         trial = study.ask()
         assert (trial.user_attrs["role"], trial.user_attrs["seed"]) == ("baseline", seed)
@@ -113,7 +113,7 @@ def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_sta
     assert first.exit_code == 0 and "lacked" not in first.output, first.output
     row = next(line for line in first.output.splitlines() if "failed for good" in line)
     assert f"{failed}; not queued again automatically: `prism-search resume tiny --retry-baselines` queues them" in row
-    open_study(config, open_storage(config.storage), corpus_fingerprint(config))  # `run` reopening the study
+    open_study(config, open_storage(config.storage), check_corpus(config))  # `run` reopening the study
     assert _waiting(config) == []
     status = runner.invoke(app, ["status", "tiny", *url, "--json"])
     assert json.loads(status.stdout)[0]["failed_runs"] == [failed]
@@ -136,7 +136,7 @@ def test_a_failed_served_copy_of_the_baseline_is_queued_again_while_its_schedule
     from search.storage.records import schedule_attrs
 
     config = tiny_config.model_copy(update={"n_trials": 1})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study
+    study = open_study(config, open_storage(config.storage), check_corpus(config)).study
     copy = study.ask()  # baseline seed 0, served from a search trial that trained the schedule
     copy.set_user_attr("duplicate_of", 5)
     copy.set_user_attr("error", "original trial 5 failed; not queued again: trial 6 holds its schedule")

@@ -7,7 +7,7 @@ from optuna.trial import TrialState
 from search.analysis.sequential import plan_of
 from search.attrs import ERROR, RETRY_OF, SCHEDULE, SEED
 from search.config import ExperimentSection, PrismSearchError
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 from search.study.experiment import current, queue_pair
@@ -20,7 +20,7 @@ def experiment(tiny_config):
         deep=True,
     )
     config = config.model_copy(update={"search": config.search.model_copy(update={"baseline_seeds": 1, "pruner": "none"})})
-    ctx = open_study(config, open_storage(config.storage), corpus_fingerprint(config))
+    ctx = open_study(config, open_storage(config.storage), check_corpus(config))
     plan = plan_of(config)
     assert plan is not None
     return ctx, plan

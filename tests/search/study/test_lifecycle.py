@@ -7,7 +7,7 @@ from optuna.distributions import IntDistribution
 from typer.testing import CliRunner
 
 from search.cli import app
-from search.runner.corpus import corpus_fingerprint
+from search.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import schedule_attrs
 from search.study.create import open_study
@@ -18,7 +18,7 @@ runner = CliRunner()
 def test_resume_n_trials_stores_the_new_target_for_status_and_the_dashboard(tiny_config):
     """Two finished trials and `resume --n-trials 2`: nothing to train, and the stored target is now 2, not 6."""
     config = tiny_config.model_copy(update={"n_trials": 6})
-    study = open_study(config, open_storage(config.storage), corpus_fingerprint(config)).study
+    study = open_study(config, open_storage(config.storage), check_corpus(config)).study
     for seed in (config.seed, config.seed + 1):  # the two baselines, finished without training
         attrs = schedule_attrs(config.baseline, "baseline", seed) | {"tokens_per_s": 1000.0}
         study.add_trial(optuna.trial.create_trial(params={"x": 1}, distributions={"x": IntDistribution(0, 2)}, value=2.0, user_attrs=attrs))
