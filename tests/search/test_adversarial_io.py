@@ -340,6 +340,7 @@ def _cli_signalled(folder: Path, target: str, signum: int, *args: str, backgroun
     script = (
         f"import importlib, os, sys\n"
         f"module = importlib.import_module({module!r})\n"
+        f"getattr(module, {function!r})  # a renamed target must fail the test, not go unreached\n"
         f"def arrive(*args, **kwargs):\n"
         f"    os.kill(os.getpid(), {int(signum)})\n"
         f"    raise AssertionError('the signal was not acted on')\n"
@@ -361,7 +362,7 @@ def test_sigterm_before_ray_is_up_exits_130_with_the_resume_command(study_toml, 
 
 def test_ctrl_c_before_the_study_exists_offers_no_resume_command(study_toml, tmp_path):
     study_toml(name="T.toml")
-    done = _cli_signalled(tmp_path, "search.study.lifecycle.corpus_fingerprint", signal.SIGINT, "run", "T.toml")
+    done = _cli_signalled(tmp_path, "search.study.lifecycle.preflight", signal.SIGINT, "run", "T.toml")
     assert done.returncode == 130, done.stderr
     assert "before study 'tiny' was created" in done.stderr and "resume" not in done.stderr, done.stderr
 

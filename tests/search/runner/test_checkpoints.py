@@ -110,7 +110,7 @@ def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
 def test_study_config_corpus_errors_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"data.corpus: unknown corpus"):
         parse_config({"name": "x", "data": {"corpus": str(tmp_path / "missing.txt")}})
-    (tmp_path / "ids.bin").write_bytes(bytes(range(200)) * 10)  # uint16 ids up to 51143
+    (tmp_path / "ids.bin").write_bytes(bytes(range(200)) * 1000)  # uint16 ids up to 51143, long enough for the windows
     config = parse_config({"name": "x", "data": {"corpus": str(tmp_path / "ids.bin"), "vocab_size": 60000}})
     with pytest.raises(ConfigError, match=r"model.vocab_size=256 is smaller than the corpus vocab 60000; set model.vocab_size = 60000"):
         check_corpus(config)
