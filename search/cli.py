@@ -57,7 +57,7 @@ def _execute(config: StudyConfig, address: str | None, resumed=None, **how) -> N
         with sigterm_as_ctrl_c():
             study, wall_s = execute(config, address, console=console, resumed=resumed, **how)
     except KeyboardInterrupt as interrupt:
-        raise _Interrupted(interrupted(config, resuming=resumed is not None)) from interrupt
+        raise _Interrupted(interrupted(config, interrupt, resuming=resumed is not None)) from interrupt
     _print_summary(summarize(study), wall_s)
 
 

@@ -113,13 +113,21 @@ def execute(
                 missing = enqueue_missing_baselines(ctx, retry_failed=retry_baselines)
                 if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
                     console.print(f"queued the baseline runs the study lacked: {', '.join(missing)}", highlight=False)
-        return _drive(ctx, address, console=console, prior=choice)
+        try:
+            return _drive(ctx, address, console=console, prior=choice)
+        except KeyboardInterrupt as interrupt:
+            raise StudyInterrupted from interrupt
 
 
-def interrupted(config: StudyConfig, *, resuming: bool) -> str:
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM once the study is open: it is stored, so saying how to go on needs no database read, which
+    a loaded machine may not finish in time (`ray job stop` kills the driver 3 s after its SIGTERM)."""
+
+
+def interrupted(config: StudyConfig, interrupt: KeyboardInterrupt, *, resuming: bool) -> str:
     """What a Ctrl-C or SIGTERM during `run` or `resume` left, and what to do next: only a stored study (its config
-    marks it created) has anything to resume."""
-    if resuming or is_stored(config.name, config.storage):
+    marks it created) has anything to resume; the database is asked only when `interrupt` came before it was open."""
+    if resuming or isinstance(interrupt, StudyInterrupted) or is_stored(config.name, config.storage):
         return f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(config)}"
     return f"interrupted before study {config.name!r} was created: nothing was stored; run it again to start it"
 

@@ -136,6 +136,7 @@ def _finished_and_workers(url: str) -> tuple[list, list[dict]]:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("ray_cluster")  # both on one pytest worker: one two-node cluster (--dist loadgroup)
 def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
     result = subprocess.run(
         [sys.executable, "-m", "tests.search.runner.cluster_probe", ray_cluster, pg_url],
@@ -170,6 +171,7 @@ def _count_connections(url: str, stop: threading.Event, peak: list[int]) -> None
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("ray_cluster")  # both on one pytest worker: one two-node cluster (--dist loadgroup)
 def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connections(ray_cluster, pg_url):
     stop, peak_connections = threading.Event(), [0]
     sampler = threading.Thread(target=_count_connections, args=(pg_url, stop, peak_connections))
@@ -229,7 +231,10 @@ def ray_jobs_head():
     one: another Ray on this machine may hold the defaults (6379 is Redis's; 52365 the job agent's)."""
     temp_dir = tempfile.mkdtemp(prefix="rj5", dir="/tmp")
     port, dashboard, agent = _free_port(), _free_port(), _free_port()
-    env = {**RAY_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # job shells find prism-search
+    # job shells find prism-search; `ray job stop` waits as long as the shipped head image lets it (Ray's 3 s is not
+    # enough for a driver on a loaded machine to queue its trials again)
+    stop_wait = re.search(r"RAY_JOB_STOP_WAIT_TIME_S=(\d+)", (ROOT / "docker" / "Dockerfile.cpu").read_text())[1]
+    env = {**RAY_ENV, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RAY_JOB_STOP_WAIT_TIME_S": stop_wait}
     try:
         subprocess.run(
             [

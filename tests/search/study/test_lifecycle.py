@@ -31,3 +31,16 @@ def test_resume_n_trials_stores_the_new_target_for_status_and_the_dashboard(tiny
     assert json.loads(status.output)[0]["n_trials"] == 2
     stored = json.loads(optuna.load_study(study_name="tiny", storage=config.storage).user_attrs["prism.config"])
     assert stored["n_trials"] == 2  # what the dashboard reads as the study's target
+
+
+def test_an_interrupt_after_the_study_is_open_says_resume_without_reading_the_database(tiny_config, monkeypatch):
+    """`ray job stop` SIGKILLs the driver 3 s after its SIGTERM by default: once the study is open, the resume
+    command is known in process. Before that, the database says whether the study was created."""
+    import search.study.lifecycle as lifecycle
+
+    reads = []
+    monkeypatch.setattr(lifecycle, "is_stored", lambda name, url: reads.append(name) or False)
+    assert "prism-search resume tiny" in lifecycle.interrupted(tiny_config, lifecycle.StudyInterrupted(), resuming=False)
+    assert reads == []
+    before = lifecycle.interrupted(tiny_config, KeyboardInterrupt(), resuming=False)
+    assert before.startswith("interrupted before study 'tiny' was created") and reads == ["tiny"]
