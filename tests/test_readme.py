@@ -34,8 +34,8 @@ NOT_RUN = {
     ".venv/bin/ruff check .": CI,
     ".venv/bin/ruff format --check .": CI,
     ".venv/bin/mypy": CI,
-    ".venv/bin/python -m pytest -m not e2e": CI + "; it would run this test inside itself",
-    ".venv/bin/python -m pytest -m e2e": CI + "; it would run this test inside itself",
+    ".venv/bin/python -m pytest -m not e2e -n 2 --dist loadgroup": CI + "; it would run this test inside itself",
+    ".venv/bin/python -m pytest -m e2e -n 2 --dist loadgroup": CI + "; it would run this test inside itself",
 }
 SERVERS = {"dashboard"}  # they serve until stopped: the test waits until they answer, then stops them
 

@@ -15,7 +15,8 @@ from search.dashboard import make_server_for, write_report
 from tests.search.dashboard.conftest import quickstart
 from tests.search.synthetic import synthetic_study
 
-pytestmark = pytest.mark.e2e
+# one pytest worker runs them all: they share one chromium (README command 2 runs `--dist loadgroup`)
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("browser")]
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
