@@ -77,6 +77,11 @@ def reopen(name: str, url: str, address: str | None = None) -> tuple[optuna.Stud
     return study, stored_config(study)
 
 
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM once the study is open: it is stored, so saying how to go on needs no database read, which
+    a loaded machine may not finish in time (`ray job stop` kills the driver 3 s after its SIGTERM)."""
+
+
 def execute(
     config: StudyConfig,
     address: str | None,
@@ -96,7 +101,7 @@ def execute(
     from search.tracking import make_trackers
 
     choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
-    # auto: the baselines keep theirs
+    # --prior auto: the baseline runs keep their checkpoints (the prior is measured on them)
     fingerprint = preflight(keeping_checkpoints(config) if isinstance(choice, AutoPrior) else config, address=address)
     if choice is not None and config.experiment is not None:
         raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
@@ -117,11 +122,6 @@ def execute(
             return _drive(ctx, address, console=console, prior=choice)
         except KeyboardInterrupt as interrupt:
             raise StudyInterrupted from interrupt
-
-
-class StudyInterrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM once the study is open: it is stored, so saying how to go on needs no database read, which
-    a loaded machine may not finish in time (`ray job stop` kills the driver 3 s after its SIGTERM)."""
 
 
 def interrupted(config: StudyConfig, interrupt: KeyboardInterrupt, *, resuming: bool) -> str:
