@@ -41,3 +41,23 @@ def test_its_summary_reads_as_an_experiment(tmp_path):
     assert s.experiment and s.confirm_command == "prism-search resume prereg-long"
     assert s.best_gap is not None and s.best_gap.selected_from is None
     assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))
+
+
+def test_the_results_page_says_where_the_committed_experiment_stands(tmp_path):
+    """docs/results.md answer 4 counts the pairs the committed database holds, while the experiment runs."""
+    import re
+
+    from search.study.experiment import current
+
+    db = tmp_path / "prereg.db"
+    shutil.copy(ROOT / "docs" / "results" / "prereg.db", db)
+    study = stored_study("prereg-long", f"sqlite:///{db}")
+    config = stored_config(study)
+    now = current(study, config, plan_of(config))
+    text = (ROOT / "docs" / "results.md").read_text()
+    said = re.search(r"\*\*Status: running; (\d+) of the (\d+) pairs before the (\w+) look are trained\*\*", text)
+    if now.outcome == "running":
+        upcoming = next(n for n in now.plan.looks if n > now.pairs)
+        assert said and (int(said[1]), int(said[2])) == (now.pairs, upcoming), (said and said[0], now.text())
+    else:
+        assert said is None and now.outcome in text  # a decided experiment is reported with its outcome
