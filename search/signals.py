@@ -9,6 +9,17 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
+# signals turned into KeyboardInterrupt and not yet seen leaving a block: Python runs a signal handler wherever the
+# main thread is, and a KeyboardInterrupt raised inside a finalizer or a garbage-collection callback (SQLAlchemy has
+# them) is only printed ("Exception ignored in ..."), never raised: the run would go on to its end
+_pending: list[int] = []
+
+
+def raise_if_interrupted() -> None:
+    """Raise the KeyboardInterrupt a signal raised where Python had to ignore it; a loop calls this at every turn."""
+    if _pending:
+        raise KeyboardInterrupt
+
 
 @contextlib.contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
@@ -18,11 +29,17 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     again after Ray is up."""
 
     def interrupt(signum, frame):
+        _pending.append(signum)
         raise KeyboardInterrupt
 
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
+        if _pending:  # swallowed where it landed, and no loop's check raised it since: it surfaces here, at the latest
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        _pending.clear()  # it leaves the block: delivered
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -53,6 +53,7 @@ from search.runner.context import StudyContext
 from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
+from search.signals import raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs
 
@@ -426,6 +427,7 @@ class Driver:
         self.idle = [self._worker_cls.remote() for _ in range(n_workers)]
         try:
             while True:
+                raise_if_interrupted()  # a Ctrl-C or SIGTERM that landed in a finalizer, and was only printed there
                 if not self.idle and self.in_flight:  # nothing to dispatch: skip the count (a full read of the study)
                     self._wait_and_handle()
                     continue
