@@ -77,7 +77,10 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
     table.add_row("best schedule", f"{s.best_schedule} (by paired mean{seeds}; trial {s.best_number})" if s.best_schedule else "-")
     table.add_row("best val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
     table.add_row(
-        "uniform baseline", f"{s.baseline_schedule}: {s.baseline_value:.4f}" if s.baseline_value is not None else s.baseline_schedule
+        "uniform baseline",
+        f"{s.baseline_schedule}: {s.baseline_value:.4f}" + (" (mean, same seeds)" if seeds else "")
+        if s.baseline_value is not None
+        else s.baseline_schedule,
     )
     table.add_row("gap to uniform", s.gap_text())
     if s.method:

@@ -111,7 +111,7 @@ class Summary:
     best_seeds: tuple[int, ...]
     best_number: int | None  # its trial at the study seed (else its first trial)
     baseline_schedule: str
-    baseline_value: float | None  # paired baseline: same seed as every search trial
+    baseline_value: float | None  # uniform's mean val loss over `best_seeds` (where it ran): beside `best_value`
     best_gap: GapReport | None  # the best's paired gap to uniform (negative = better); the runner-up's when uniform wins
     n_trials: int
     uniform_noise_floor: float | None = None  # sd of uniform's val loss across baseline seeds, not a gap's noise
@@ -422,6 +422,8 @@ def summarize(study: optuna.Study) -> Summary:
     curves = full_curves(trials)
     rung_agreement = fidelity(curves, config.search.reduction_factor, best_schedule)
     best_values = [runs[key] for seed in best_seeds if best_schedule is not None and (key := (best_schedule, seed)) in runs]
+    # uniform on the best's seeds, so the two values shown side by side differ by the paired gap
+    baseline_values = [runs[key] for seed in best_seeds or (config.seed,) if (key := (baseline, seed)) in runs]
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
@@ -433,7 +435,7 @@ def summarize(study: optuna.Study) -> Summary:
         best_seeds=best_seeds,
         best_number=best_trial.number if best_trial else None,
         baseline_schedule=baseline,
-        baseline_value=runs.get((baseline, config.seed)),
+        baseline_value=statistics.fmean(baseline_values) if baseline_values else None,
         best_gap=gap_report(decision, shown, None if plan else n_schedules - uniform_wins) if shown else None,
         n_trials=config.n_trials,
         uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,

@@ -113,6 +113,8 @@ def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_c
     assert fresh.low == pytest.approx(-0.04484, abs=1e-5) and fresh.high == pytest.approx(0.00484, abs=1e-5)
     assert fresh.p == pytest.approx(0.0742, abs=1e-4) and fresh.adjusted_p >= fresh.p  # Holm over the family
     assert s.best_gap.all_seeds.n == 4 and s.best_gap.all_seeds.mean == pytest.approx(-0.0275)  # the selection seed too
+    # the two values shown side by side are means over the same four seeds: they differ by the paired mean gap
+    assert s.best_value == pytest.approx(1.685) and s.baseline_value == pytest.approx(1.7125)
     assert s.gap_text().startswith("on seeds it was not selected on -0.0200 [-0.0448, +0.0048] (n=3, p=0.074, adjusted p=")
     assert s.gap_text().endswith("inside the noise; all 4 seeds -0.0275, selected as best of 4 schedules")
     rows = s.confirmation
