@@ -12,7 +12,7 @@ from pathlib import Path
 
 import safetensors.torch
 
-from prism.config import ModelConfig
+from prism.config import EARLIER_DEFAULTS, ModelConfig
 from prism.model import PrismLM
 from prism.schedule import Schedule
 
@@ -52,7 +52,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[PrismLM, dic
     """The model (eval mode, on `device`) and the checkpoint's JSON metadata; a damaged one is a CheckpointError."""
     meta = read_checkpoint_config(path)
     try:
-        model = PrismLM(ModelConfig(**meta["model"]), Schedule.parse(meta["schedule"]))
+        model = PrismLM(ModelConfig(**EARLIER_DEFAULTS["model"] | meta["model"]), Schedule.parse(meta["schedule"]))
         safetensors.torch.load_model(model, str(Path(path) / WEIGHTS), strict=True, device=device)
     except (KeyError, TypeError, ValueError, RuntimeError, safetensors.SafetensorError) as e:
         reason = str(e).strip().partition("\n")[0]

@@ -57,6 +57,7 @@ def _gpt2_config(hf: dict, source: Path) -> ModelConfig:
         mlp_ratio=inner // d,
         dropout=0.0,
         bias=True,
+        mlp="gelu",  # GPT-2's tanh GELU, which its weights were trained with
     )
 
 

@@ -99,10 +99,7 @@ class Trainer:
             [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
             lr=train_cfg.lr,
             betas=(train_cfg.beta1, train_cfg.beta2),
-            # fused on CUDA only: on CPU it is about 3% faster for the whole step but changes the update at rounding
-            # level, so stored CPU runs would no longer retrain bit for bit (docs/benchmarks.md, "Training step
-            # against a plain GPT-2")
-            fused=cuda,
+            fused=train_cfg.fused_adamw == "always" or cuda,
         )
         self.batches = train_batches(corpus, model_cfg.block_size, train_cfg.batch_size, seed=train_cfg.seed)
         self.val = val_batches(corpus, model_cfg.block_size, train_cfg.batch_size, train_cfg.eval_batches)

@@ -12,9 +12,10 @@ from "torch imported" to "trainer built and a few steps run" (model, optimizer s
 allocator keeps; not a true activation peak).
 
 `--reference` instead times uniform Prism (the real `Trainer`, head dim 64) against a plain nanoGPT-style GPT-2 of
-the same shape, initial weights, batches, optimizer and clipping (scripts/reference_gpt.py), and against that
-reference with GPT-2's tanh GELU (Prism's activation) in place of nanoGPT's exact one: rounds alternate the order,
-and each round's Prism tokens/s over the reference's gives a paired ratio, by the wall clock and by the CPU time.
+the same shape, GELU, initial weights, batches, optimizer and clipping (scripts/reference_gpt.py), twice: with
+nanoGPT's optimizer rule (fused AdamW on CUDA only) and with fused AdamW everywhere (Prism's default, so the same
+arithmetic as Prism's). Rounds rotate the order, and each round's Prism tokens/s over a reference's gives a paired
+ratio, by the wall clock and by the CPU time.
 
 `--kernel` also times fused attention alone (SDPA forward + backward at the same B, T, d_model) for every
 allowed head dim, and a "predicted from SDPA" column: the uniform step time with each layer's attention
@@ -68,7 +69,8 @@ def _args() -> argparse.Namespace:
     p.add_argument("--no-memory", action="store_true", help="skip the per-schedule memory probes (each builds the model again)")
     p.add_argument("--kernel", action="store_true", help="also time SDPA alone per head dim")
     p.add_argument("--reference", action="store_true", help="time uniform Prism against a plain GPT-2 instead")
-    p.add_argument("--mlp", default="gelu", choices=["gelu", "gelu-exact"], help="--reference: Prism's GELU (default GPT-2's tanh)")
+    p.add_argument("--mlp", default=ModelConfig.mlp, choices=["gelu-exact", "gelu"], help="--reference: the GELU of both sides")
+    p.add_argument("--fused-adamw", default=TrainConfig.fused_adamw, choices=["always", "cuda"], help="--reference: Prism's AdamW")
     return p.parse_args()
 
 
@@ -140,14 +142,16 @@ def _peak_memory_mib(cfg, schedule, tcfg, args) -> float:
 
 
 def _reference_main(args: argparse.Namespace, cfg: ModelConfig, tcfg: TrainConfig) -> None:
-    """Uniform Prism's Trainer against the plain GPT-2 (exact and tanh GELU), alternating rounds, paired ratios."""
+    """Uniform Prism's Trainer against the plain GPT-2 (nanoGPT's optimizer rule, and fused AdamW), rotating rounds,
+    paired ratios."""
     corpus, heads = load_corpus(), cfg.d_model // 64
+    activation = "tanh" if cfg.mlp == "gelu" else "none"
     sides: dict[str, Trainer | ReferenceLoop] = {"prism": Trainer(cfg, Schedule.uniform(heads, cfg.n_layer), tcfg, corpus)}
-    for activation in ("none", "tanh"):
+    for name, fused in (("nanogpt", None), ("nanogpt-fused", True)):
         torch.manual_seed(tcfg.seed)  # the same initial weights as the Prism model (tests/scripts check it)
         gpt = GPT(cfg.vocab_size, cfg.block_size, cfg.n_layer, cfg.d_model, heads, activation)
         batches = train_batches(corpus, cfg.block_size, tcfg.batch_size, tcfg.seed)  # the Trainer's batches
-        sides[f"gpt2-{activation}"] = ReferenceLoop(gpt, batches, tcfg, args.device)
+        sides[name] = ReferenceLoop(gpt, batches, tcfg, args.device, fused=fused)
     for side in sides.values():
         side.train_steps(args.warmup)
     seconds: dict[str, dict[str, list[float]]] = {clock: {name: [] for name in sides} for clock in ("wall", "cpu")}
@@ -168,7 +172,7 @@ def _reference_main(args: argparse.Namespace, cfg: ModelConfig, tcfg: TrainConfi
     )
     print(
         f"model: {cfg.n_layer} layers x d_model {cfg.d_model}, {heads} heads, T={cfg.block_size}, batch {args.batch_size}, "
-        f"Prism mlp {cfg.mlp!r}; "
+        f"mlp {cfg.mlp!r} on both sides, Prism fused_adamw {tcfg.fused_adamw!r}; "
         f"{args.rounds} rotating rounds x {args.steps} steps per side after {args.warmup} warm-up steps\n"
     )
     print("| reference | clock | ms/step Prism / reference (medians) | ratio Prism / reference tokens/s: median | 95% CI | min..max |")
@@ -180,7 +184,7 @@ def _reference_main(args: argparse.Namespace, cfg: ModelConfig, tcfg: TrainConfi
             covered = "" if coverage >= 0.95 else f" ({coverage:.0%})"
             ms = " / ".join(f"{1000 * statistics.median(per_side[n]) / args.steps:.2f}" for n in ("prism", name))
             print(f"| {name} | {clock} | {ms} | {median:.3f} | {low:.3f}..{high:.3f}{covered} | {min(ratios):.3f}..{max(ratios):.3f} |")
-    print(f"\n(tokens per round and side: {tokens:,}; gpt2-none is nanoGPT's exact GELU, gpt2-tanh GPT-2's approximation)")
+    print(f"\n(tokens per round and side: {tokens:,}; nanogpt: fused AdamW on CUDA only, nanoGPT's rule; nanogpt-fused: fused everywhere)")
 
 
 def main() -> None:
@@ -190,7 +194,13 @@ def main() -> None:
     if args.reference:
         cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, mlp=args.mlp)
         tcfg = TrainConfig(
-            steps=MAX_STEPS, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, precision="fp32"
+            steps=MAX_STEPS,
+            batch_size=args.batch_size,
+            warmup_steps=0,
+            eval_batches=1,
+            device=args.device,
+            precision="fp32",
+            fused_adamw=args.fused_adamw,
         )
         return _reference_main(args, cfg, tcfg)
     cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, dh_min=args.dh_min, dh_max=args.dh_max)

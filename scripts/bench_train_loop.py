@@ -60,7 +60,8 @@ def minimal_loop(cfg: ModelConfig, schedule: Schedule, tcfg: TrainConfig, data: 
             yield x, y
 
     torch.manual_seed(tcfg.seed)
-    return ReferenceLoop(PrismLM(cfg, schedule), batches(), tcfg)  # fused on CUDA only, as the Trainer
+    fused = tcfg.fused_adamw == "always" or None  # the Trainer's AdamW kernel (None: fused on CUDA only)
+    return ReferenceLoop(PrismLM(cfg, schedule), batches(), tcfg, fused=fused)
 
 
 def _timed(side, steps: int) -> tuple[float, float, float]:

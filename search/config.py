@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
-from prism.config import MAX_SEED, MAX_STEPS, check_power_of_two
+from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_two
 from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
@@ -394,7 +394,12 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
 
 
 def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:
-    """`stored`: the config a study was created with, already checked then; the disk is not consulted again."""
+    """`stored`: the config a study was created with, already checked then; the disk is not consulted again, and a
+    field it leaves out whose default changed since means what it meant then (prism.config.EARLIER_DEFAULTS)."""
+    if stored:
+        data = data | {
+            name: earlier | data.get(name, {}) for name, earlier in EARLIER_DEFAULTS.items() if isinstance(data.get(name, {}), dict)
+        }
     try:
         return StudyConfig.model_validate(data, context={"stored": stored})
     except ValidationError as e:

@@ -27,6 +27,15 @@ def test_save_load_round_trip(tmp_path, variant):
         torch.testing.assert_close(loaded(idx)[0], model.eval()(idx)[0], atol=0, rtol=0)
 
 
+def test_a_checkpoint_written_before_the_gelu_default_changed_loads_with_its_tanh_gelu(tmp_path):
+    cfg = ModelConfig(n_layer=2, d_model=64, block_size=16, dh_min=16, dh_max=64, mlp="gelu")
+    save_checkpoint(PrismLM(cfg, Schedule.uniform(1, 2)), tmp_path / "ckpt")
+    meta = json.loads((tmp_path / "ckpt" / "config.json").read_text())
+    del meta["model"]["mlp"]  # as written until 2026-12-03, when "gelu" was the default
+    (tmp_path / "ckpt" / "config.json").write_text(json.dumps(meta))
+    assert load_checkpoint(tmp_path / "ckpt")[0].cfg == cfg
+
+
 def test_loading_a_non_checkpoint_names_the_fix(tmp_path):
     with pytest.raises(CheckpointError, match="is not a checkpoint"):
         load_checkpoint(tmp_path)
@@ -47,6 +56,7 @@ def test_hf_gpt2_logits_match_transformers(tmp_path):
     hf.save_pretrained(tmp_path / "gpt2-tiny")
     model = load_hf_gpt2(tmp_path / "gpt2-tiny")
     assert model.schedule == Schedule.uniform(2, 3) and model.num_params() == hf.num_parameters()
+    assert model.cfg.mlp == "gelu"  # GPT-2's tanh GELU, whatever ModelConfig's default
     idx = torch.randint(0, 97, (2, 32))
     with torch.no_grad():
         expected = hf(idx).logits

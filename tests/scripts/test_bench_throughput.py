@@ -28,5 +28,6 @@ def test_schedule_table():
 
 
 def test_reference_table():
-    out = _bench("--reference", "--mlp", "gelu-exact")
-    assert "Prism mlp 'gelu-exact'" in out and "| gpt2-none | cpu |" in out and "| gpt2-tanh | wall |" in out
+    out = _bench("--reference")
+    assert "mlp 'gelu-exact' on both sides, Prism fused_adamw 'always'" in out
+    assert "| nanogpt | cpu |" in out and "| nanogpt-fused | wall |" in out

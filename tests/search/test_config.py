@@ -13,6 +13,17 @@ def test_tiny_config_loads_with_defaults(tiny_config):
     assert parse_config({"name": "x"}).baseline.heads == (2,) * 6  # d_model 128 -> 2 heads of 64
 
 
+def test_a_config_stored_before_the_defaults_changed_keeps_what_it_trained():
+    """New configs train nanoGPT's exact GELU with fused AdamW; a stored one that names neither (written before
+    the change of 2026-12-03) keeps GPT-2's tanh GELU and fused-on-CUDA-only AdamW, so its study resumes as it ran."""
+    new, stored = parse_config({"name": "x"}), parse_config({"name": "x"}, stored=True)
+    assert (new.model.mlp, new.train.fused_adamw) == ("gelu-exact", "always")
+    assert (stored.model.mlp, stored.train.fused_adamw) == ("gelu", "cuda")
+    named = parse_config({"name": "x", "model": {"mlp": "swiglu"}, "train": {"fused_adamw": "always"}}, stored=True)
+    assert (named.model.mlp, named.train.fused_adamw) == ("swiglu", "always")  # what a stored config names stands
+    assert stored.with_flags(n_trials=3).model.mlp == "gelu" and new.with_flags(n_trials=3).model.mlp == "gelu-exact"
+
+
 @pytest.mark.parametrize(
     "data, message",
     [
