@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 from collections.abc import Iterator
 
-# signals turned into KeyboardInterrupt and not yet seen leaving a block: Python runs a signal handler wherever the
-# main thread is, and a KeyboardInterrupt raised inside a finalizer or a garbage-collection callback (SQLAlchemy has
-# them) is only printed ("Exception ignored in ..."), never raised: the run would go on to its end
-_pending: list[int] = []
+# set: a signal was turned into KeyboardInterrupt that has not yet been seen leaving a block. Python runs a signal
+# handler wherever the main thread is, and a KeyboardInterrupt raised inside a finalizer or a garbage-collection
+# callback (SQLAlchemy has them) is only printed ("Exception ignored in ..."), never raised: the run would go on to
+# its end
+_pending = threading.Event()
 
 
 def raise_if_interrupted() -> None:
     """Raise the KeyboardInterrupt a signal raised where Python had to ignore it; a loop calls this at every turn."""
-    if _pending:
+    if _pending.is_set():
         raise KeyboardInterrupt
 
 
@@ -29,13 +31,13 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     again after Ray is up."""
 
     def interrupt(signum, frame):
-        _pending.append(signum)
+        _pending.set()
         raise KeyboardInterrupt
 
     previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
-        if _pending:  # swallowed where it landed, and no loop's check raised it since: it surfaces here, at the latest
+        if _pending.is_set():  # swallowed where it landed, and no loop's check raised it since: it surfaces here, at the latest
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         _pending.clear()  # it leaves the block: delivered

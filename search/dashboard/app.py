@@ -27,7 +27,7 @@ from search.config import PrismSearchError
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
 from search.errors import StorageUnreachable
-from search.signals import sigterm_as_ctrl_c
+from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
 from search.storage import StorageError, cached, dispose, open_storage
 from search.urls import mask_in, mask_url
 
@@ -173,6 +173,11 @@ def _segments(environ: dict) -> list[str]:
 
 class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
+
+    def service_actions(self) -> None:
+        """Called by `serve_forever` at every turn (0.5 s at most): a Ctrl-C or SIGTERM that landed in a finalizer,
+        and was only printed there, still stops the server."""
+        raise_if_interrupted()
 
 
 class _QuietHandler(WSGIRequestHandler):

@@ -51,3 +51,28 @@ def test_a_swallowed_interrupt_surfaces_when_its_block_ends_at_the_latest():
     with pytest.raises(KeyboardInterrupt):
         block()
     raise_if_interrupted()
+
+
+def test_the_dashboard_server_stops_at_its_next_turn_not_when_it_is_shut_down():
+    import threading
+    import time
+
+    from search.dashboard.app import make_server_for
+
+    server = make_server_for("sqlite://", port=0, app=lambda environ, start_response: [])
+
+    def serve() -> None:
+        with sigterm_as_ctrl_c():
+            _swallow_one_sigterm()
+            server.serve_forever()
+
+    backstop = threading.Timer(10, server.shutdown)  # without the check, serve_forever would end only here
+    backstop.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            serve()
+    finally:
+        backstop.cancel()
+        server.server_close()
+    assert time.monotonic() - started < 5  # serve_forever's turn (0.5 s), not the backstop
