@@ -45,3 +45,26 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """A Ctrl-C or SIGTERM inside the block takes effect when the block ends; a second one at once. For Ray's
+    start-up: an interrupt inside `ray.init` leaves Ray half started, and its exit handlers then crashed the process
+    (exit 139, once in six tries, issue 25); after start-up it stops a run as anywhere else. The second signal still
+    stops a start-up that hangs."""
+    held: list[int] = []
+
+    def hold(signum, frame):
+        if held:
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if held:
+        raise KeyboardInterrupt

@@ -53,7 +53,7 @@ from search.runner.context import StudyContext
 from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
-from search.signals import raise_if_interrupted
+from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs
 
@@ -77,12 +77,13 @@ def connect_ray(address: str | None, num_cpus: int) -> str | None:
     run's workers."""
     if ray.is_initialized():
         return None
-    if address:
-        # quiet: Ray's INFO banner carries terminal colour codes even into a log file (`ray job logs`)
-        return ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING).dashboard_url or None
-    # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
-    ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-    return None
+    with interrupts_held():  # a Ctrl-C during start-up stops the run once Ray is up, never half-way through
+        if address:
+            # quiet: Ray's INFO banner carries terminal colour codes even into a log file (`ray job logs`)
+            return ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING).dashboard_url or None
+        # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        return None
 
 
 def requeue_stale_trials(ctx: StudyContext) -> list[int]:

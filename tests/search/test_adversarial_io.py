@@ -332,17 +332,24 @@ def test_odd_trial_values_leave_every_reader_working(name, odd_trial_db, tmp_pat
 
 
 # --- item 14: a signal at any moment ends with exit 130 and what to do next ------------------------------------------
-def _cli_signalled(folder: Path, target: str, signum: int, *args: str, background: bool = False) -> subprocess.CompletedProcess:
+def _cli_signalled(
+    folder: Path, target: str, signum: int, *args: str, background: bool = False, inside: bool = False
+) -> subprocess.CompletedProcess:
     """`prism-search ARGS` in a fresh process that sends itself `signum` when `target` (module.function) is
     reached: a real signal, at a moment a test could not hit by timing. `background`: started as a shell starts
-    `cmd &`, with SIGINT ignored."""
+    `cmd &`, with SIGINT ignored. `inside`: the target then runs, so the signal arrives inside it, and the file
+    `returned` is written if the target returns."""
     module, _, function = target.rpartition(".")
     script = (
         f"import importlib, os, sys\n"
         f"module = importlib.import_module({module!r})\n"
-        f"getattr(module, {function!r})  # a renamed target must fail the test, not go unreached\n"
+        f"original = getattr(module, {function!r})  # a renamed target must fail the test, not go unreached\n"
         f"def arrive(*args, **kwargs):\n"
         f"    os.kill(os.getpid(), {int(signum)})\n"
+        f"    if {inside}:\n"
+        f"        result = original(*args, **kwargs)\n"
+        f"        open('returned', 'w').close()\n"
+        f"        return result\n"
         f"    raise AssertionError('the signal was not acted on')\n"
         f"setattr(module, {function!r}, arrive)\n"
         f"from search.cli import main\n"
@@ -358,6 +365,17 @@ def test_sigterm_before_ray_is_up_exits_130_with_the_resume_command(study_toml, 
     done = _cli_signalled(tmp_path, "search.runner.driver.connect_ray", signal.SIGTERM, "run", "T.toml")
     assert done.returncode == 130, done.stderr
     assert "prism-search resume tiny --storage sqlite:///prism_search.db" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.e2e
+def test_ctrl_c_inside_ray_s_start_up_stops_the_run_once_ray_is_up(study_toml, tmp_path):
+    """The interrupt is held until `ray.init` returns (an interrupt inside it once crashed the process with a
+    segfault, exit 139), then stops the run as anywhere else: nothing trained, the resume command printed."""
+    study_toml(name="T.toml")
+    done = _cli_signalled(tmp_path, "ray.init", signal.SIGINT, "run", "T.toml", inside=True)
+    assert done.returncode == 130, done.stderr
+    assert "prism-search resume tiny --storage sqlite:///prism_search.db" in done.stderr and "Traceback" not in done.stderr
+    assert (tmp_path / "returned").exists() and "COMPLETE" not in done.stdout + done.stderr  # Ray came up, nothing trained
 
 
 def test_ctrl_c_before_the_study_exists_offers_no_resume_command(study_toml, tmp_path):

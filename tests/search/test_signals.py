@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
+from search.signals import interrupts_held, raise_if_interrupted, sigterm_as_ctrl_c
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -76,3 +76,36 @@ def test_the_dashboard_server_stops_at_its_next_turn_not_when_it_is_shut_down():
         backstop.cancel()
         server.server_close()
     assert time.monotonic() - started < 5  # serve_forever's turn (0.5 s), not the backstop
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_held_interrupt_lets_the_block_finish_then_stops(signum):
+    reached: list[str] = []
+
+    def start_up() -> None:
+        with interrupts_held():
+            os.kill(os.getpid(), signum)
+            for _ in range(10_000):  # the handler runs here: it holds the signal
+                pass
+            reached.append("the block's end")
+
+    with pytest.raises(KeyboardInterrupt):
+        start_up()
+    assert reached == ["the block's end"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers before the block are back
+
+
+def test_a_second_interrupt_stops_a_held_block_at_once():
+    reached: list[str] = []
+
+    def start_up() -> None:
+        with interrupts_held():
+            for _ in range(2):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10_000):
+                    pass
+                reached.append("after a signal")
+
+    with pytest.raises(KeyboardInterrupt):
+        start_up()
+    assert reached == ["after a signal"]
