@@ -58,7 +58,7 @@ def _execute(config: StudyConfig, address: str | None, resumed=None, **how) -> N
             study, wall_s = execute(config, address, console=console, resumed=resumed, **how)
     except KeyboardInterrupt as interrupt:
         raise _Interrupted(interrupted(config, interrupt, resuming=resumed is not None)) from interrupt
-    _print_summary(summarize(study), wall_s)
+    _print_summary(summarize(study, config), wall_s)
 
 
 def _print_summary(s: Summary, wall_s: float | None) -> None:

@@ -377,8 +377,9 @@ def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str
     return [g.schedule for g in many_to_one(study_runs(trials, config), str(config.baseline)).gaps]
 
 
-def summarize(study: optuna.Study) -> Summary:
-    config = stored_config(study)
+def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary:
+    """`config`: the study's config as the command already resolved it (`run`, `resume`); else read as stored."""
+    config = config or stored_config(study)
     trials = study.get_trials(deepcopy=False)
     done = budget(trials, config.seed)
     counts = {s.name: 0 for s in TrialState}
