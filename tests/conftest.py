@@ -5,10 +5,13 @@ FAST_TIMEOUT_S = 60  # per test outside the e2e tier; e2e tests keep pyproject's
 
 
 def pytest_collection_modifyitems(items):
-    """A fast-tier test that hangs or grows slow fails on its own name instead of stretching the tier: it belongs in e2e."""
+    """A fast-tier test that hangs or grows slow fails on its own name instead of stretching the tier: it belongs in e2e.
+    Tests marked `long` run first: on two workers a tier then never ends with one worker running one of them alone
+    (`test_readme`'s, the longest, is collected last)."""
     for item in items:
         if item.get_closest_marker("e2e") is None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(FAST_TIMEOUT_S))
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -113,6 +113,7 @@ def _serve(argv: list[str], cwd: Path, env: dict) -> str:
         proc.wait(timeout=30)
 
 
+@pytest.mark.long
 @pytest.mark.e2e
 def test_every_readme_command_runs_as_shown_after_the_quickstart(tmp_path):
     text = (ROOT / "studies" / "quickstart.toml").read_text()

@@ -81,6 +81,7 @@ def _cli(*args, **kw):
     return subprocess.Popen([sys.executable, "-m", "search.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml, sig):
     # SIGTERM is what kill, systemd, Kubernetes and `ray job stop` send: it must stop a run exactly like Ctrl-C
@@ -233,6 +234,7 @@ def test_racing_study_is_interrupted_resumes_and_ends_with_every_race_run_stored
     assert {t.user_attrs["schedule"] for t in race} <= first_seed  # raced: schedules that ran at the search seed
 
 
+@pytest.mark.long
 def test_experiment_trains_pairs_together_is_interrupted_resumes_and_ends_at_a_look(tmp_path, study_toml):
     """A pre-registered experiment on tiny (looks at 3 and 4 pairs): Ctrl-C (a real SIGINT) while a pair trains,
     `resume` to the end. Only the pairs run, both runs of a pair at once and the next pair after both finished; the

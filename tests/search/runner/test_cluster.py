@@ -286,6 +286,7 @@ def _job_ends(client, job_id: str, timeout: float = 120):
     return status, client.get_job_logs(job_id)
 
 
+@pytest.mark.long
 @pytest.mark.e2e
 def test_ray_job_submit_stop_and_resume(ray_jobs_head, pg_url, study_toml):
     from ray.job_submission import JobStatus, JobSubmissionClient

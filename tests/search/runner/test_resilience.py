@@ -81,6 +81,7 @@ def _assert_complete(url, n_trials, name="tiny"):
     return study
 
 
+@pytest.mark.long
 def test_driver_sigkill_at_a_random_moment_then_resume(tmp_path, study_toml):
     url = f"sqlite:///{tmp_path / 'kill.db'}"
     delay = random.uniform(0.0, 25.0)
