@@ -3,6 +3,6 @@
 context (what a command resolved once about its study, handed to everything here), driver (ask/tell and the
 worker pool), worker (one trial, as a Ray actor or in process), cache (duplicate schedules), undelivered (results
 kept through a database outage), cluster (checks before joining one), checkpoints (which trained models to keep),
-corpus (checked once before training). Import the submodules: this package itself imports nothing, so reading a
-constant here does not load Ray or torch.
+messages (what a worker tells the driver). Import the submodules: this package itself imports nothing, so reading
+a constant here does not load Ray or torch.
 """

@@ -86,6 +86,21 @@ def connect_ray(address: str | None, num_cpus: int) -> str | None:
         return None
 
 
+def unfit_trial_note(cpus: int, gpus: float) -> str | None:
+    """A joined cluster where no live node could hold one trial now: a note, not an error, since an autoscaler may
+    add such a node (Ray waits for one), but on a fixed cluster the run would otherwise wait without a word."""
+    nodes: list[dict[str, float]] = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    if any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes):
+        return None
+    largest: dict[str, float] = max(nodes, key=lambda r: (r.get("CPU", 0), r.get("GPU", 0)), default={})
+    asked = f"{cpus} CPUs" + (f" and {gpus:g} GPUs" if gpus else "")
+    return (
+        f"note: no node of this cluster has {asked} for one trial now (the largest: {largest.get('CPU', 0):g} CPUs, "
+        f"{largest.get('GPU', 0):g} GPUs); trials wait until such a node joins. On a fixed cluster, lower "
+        "resources.cpus_per_trial or gpus_per_trial (`ray status` lists the nodes)"
+    )
+
+
 def requeue_stale_trials(ctx: StudyContext) -> list[int]:
     """Fail RUNNING trials whose driver stopped sending heartbeats and queue their schedules again.
 

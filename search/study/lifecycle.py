@@ -136,7 +136,7 @@ def _drive(ctx: StudyContext, address: str | None, *, console: Console, prior: P
     """execute's work, under the driver lock, once the study is open: from recovering what a lost driver left to
     the study's target."""
     from search.progress import Progress
-    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
+    from search.runner.driver import Driver, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
 
     study, config = ctx.study, ctx.config
@@ -161,8 +161,7 @@ def _drive(ctx: StudyContext, address: str | None, *, console: Console, prior: P
         )
         return study, None
     workers = config.resources.workers
-    if dashboard := connect_ray(address, num_cpus=workers * config.resources.cpus_per_trial):
-        console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
+    _join_ray(address, config, console)
     progress = Progress(config.name, config.n_trials, done.searched, console=console)
     started = time.monotonic()
     try:
@@ -185,7 +184,6 @@ def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, addr
     confirmation rows. `study`: the stored study `reopen` read; `config`: its config with the command's flags
     (workers, trackers: a stored URI keeps no credentials, search.urls)."""
     from search.progress import Progress
-    from search.runner.driver import connect_ray
     from search.tracking import make_trackers
 
     fingerprint = preflight(config, address=address)
@@ -194,7 +192,7 @@ def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, addr
     ctx = reopen_study(study, config, fingerprint, trackers, fix="confirm where the study's corpus is")
     n_workers = config.resources.workers
     with driver_lock(config.storage):
-        connect_ray(address, num_cpus=n_workers * config.resources.cpus_per_trial)
+        _join_ray(address, config, console)
         done = budget(study.get_trials(deepcopy=False), config.seed).trained
         progress = Progress(study.study_name, done + planned, done, console=console)
         try:
@@ -202,6 +200,18 @@ def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, addr
                 return run_confirmation(ctx, top, seeds, n_workers, progress)
         finally:
             progress.close()
+
+
+def _join_ray(address: str | None, config: StudyConfig, console: Console) -> None:
+    """Start a local Ray sized for the run's workers, or join the cluster at `address`: its dashboard is printed,
+    and a note when no node could hold one trial now."""
+    from search.runner.driver import connect_ray, unfit_trial_note
+
+    resources = config.resources
+    if dashboard := connect_ray(address, num_cpus=resources.workers * resources.cpus_per_trial):
+        console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
+    if address and (note := unfit_trial_note(resources.cpus_per_trial, resources.gpus_per_trial)):
+        console.print(note, highlight=False, soft_wrap=True)
 
 
 def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress) -> None:

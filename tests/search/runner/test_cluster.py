@@ -112,6 +112,18 @@ def _stop_cluster(temp_dir: str) -> None:
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+@pytest.mark.e2e
+def test_a_trial_no_node_can_hold_is_noted_not_refused(ray_local):
+    """On a joined cluster a trial that fits no live node waits, as Ray waits for an autoscaler to add one: the
+    run says so instead of waiting without a word (ray_local: one node of 2 CPUs, no GPU)."""
+    from search.runner.driver import unfit_trial_note
+
+    assert unfit_trial_note(2, 0) is None
+    note = unfit_trial_note(1000, 0)
+    assert note.startswith("note: no node of this cluster has 1000 CPUs for one trial now (the largest: 2 CPUs, 0 GPUs)")
+    assert "has 1 CPUs and 0.5 GPUs" in unfit_trial_note(1, 0.5)
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     """`ray start --head --port P` plus `ray start --address 127.0.0.1:P`: two raylets, each with NODE_CPUS
