@@ -34,17 +34,14 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         _pending.set()
         raise KeyboardInterrupt
 
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
-        if _pending.is_set():  # swallowed where it landed, and no loop's check raised it since: it surfaces here, at the latest
-            raise KeyboardInterrupt
+        with _handling(interrupt):
+            yield
+            if _pending.is_set():  # swallowed where it landed, and no loop's check raised it since: it surfaces here, at the latest
+                raise KeyboardInterrupt
     except KeyboardInterrupt:
         _pending.clear()  # it leaves the block: delivered
         raise
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
@@ -60,11 +57,18 @@ def interrupts_held() -> Iterator[None]:
             raise KeyboardInterrupt
         held.append(signum)
 
-    previous = {s: signal.signal(s, hold) for s in (signal.SIGTERM, signal.SIGINT)}
+    with _handling(hold):
+        yield
+    if held:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _handling(handler) -> Iterator[None]:
+    """`handler` for SIGTERM and SIGINT inside the block; the handlers before it are back after."""
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if held:
-        raise KeyboardInterrupt
+        for signum, earlier in previous.items():
+            signal.signal(signum, earlier)
