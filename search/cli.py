@@ -110,7 +110,7 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
         table.add_row("pruning starts", s.pruning_from)
     for schedule, standing in s.race.items():
         table.add_row(f"race {schedule}", standing)
-    for number, look in enumerate(s.looks, 1):
+    for number, look in enumerate(s.looks or [], 1):
         table.add_row(f"look {number}", look)
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")

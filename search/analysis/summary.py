@@ -132,8 +132,9 @@ class Summary:
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
     race: dict[str, str] = field(default_factory=dict)  # racing studies: where each schedule stands in the race
-    looks: list[str] = field(default_factory=list)  # a pre-registered experiment: each look read so far
-    experiment: bool = False  # a pre-registered experiment: nothing was selected, and more pairs come from `resume`
+    # a pre-registered experiment: each look read so far (None: not an experiment); nothing was selected in one,
+    # and its next pairs come from `resume`
+    looks: list[str] | None = None
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -147,7 +148,7 @@ class Summary:
     @property
     def confirm_command(self) -> str:
         """What measures the best's noise: confirmation seeds, or an experiment's own next pairs."""
-        if self.experiment:
+        if self.looks is not None:
             return f"prism-search resume {self.name}"
         return f"prism-search confirm {self.name} --top 1 --seeds 3"
 
@@ -429,8 +430,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
         verdict=experiment_verdict(experiment) if experiment else decision.verdict,
-        looks=[look.text(experiment.plan) for look in experiment.looks] if experiment else [],
-        experiment=plan is not None,
+        looks=[look.text(experiment.plan) for look in experiment.looks] if experiment else None,
         best_schedule=best_schedule,
         best_value=statistics.fmean(best_values) if best_values else (val_loss(best_trial) if best_trial else None),
         best_seeds=best_seeds,

@@ -61,6 +61,8 @@ def run_experiment(ctx: StudyContext, plan: Plan, progress=None) -> State:
         if progress is not None:
             progress.note(now.text())
         trained = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed).trained
+        # a driver per pair: its failure count (search.max_failed_trials) is per pair, while MAX_TRIES above
+        # bounds the tries of each run; one driver for all pairs would stop dispatching yet leave the pair queued
         driver = Driver(ctx, progress, stopping=make_stopping(ctx))
         driver.run(trained + left, n_workers=2, queued_only=True)
     if progress is not None:

@@ -38,9 +38,23 @@ def test_its_summary_reads_as_an_experiment(tmp_path):
     db = tmp_path / "prereg.db"
     shutil.copy(ROOT / "docs" / "results" / "prereg.db", db)
     s = summarize(stored_study("prereg-long", f"sqlite:///{db}"))
-    assert s.experiment and s.confirm_command == "prism-search resume prereg-long"
+    assert s.looks is not None and s.confirm_command == "prism-search resume prereg-long"
     assert s.best_gap is not None and s.best_gap.selected_from is None
     assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))
+
+
+def test_the_dashboard_shows_each_look_it_has_read(tmp_path):
+    import html
+
+    from search.dashboard.pages import study_page
+    from search.dashboard.views import study_view
+
+    db = tmp_path / "prereg.db"
+    shutil.copy(ROOT / "docs" / "results" / "prereg.db", db)
+    view = study_view(stored_study("prereg-long", f"sqlite:///{db}"))
+    assert view.summary is not None and view.summary.looks  # the first look (10 pairs) is committed
+    page = html.unescape(study_page(view, f"sqlite:///{db}"))
+    assert 'id="looks"' in page and all(look in page for look in view.summary.looks)
 
 
 def test_the_results_page_says_where_the_committed_experiment_stands(tmp_path):
