@@ -236,6 +236,38 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     print(f"peak PostgreSQL connections with {peak_running} trials in flight: {peak_connections[0]}")
 
 
+@pytest.mark.e2e
+@pytest.mark.xdist_group("ray_cluster")
+def test_a_run_whose_trials_fit_no_node_says_so_and_stops_on_ctrl_c(ray_cluster, pg_url, study_toml):
+    """The CLI on the two-node cluster with trials of NODE_CPUS + 1 CPUs: the note is printed before the first
+    trial, which then waits for a node Ray cannot give it; Ctrl-C still stops the run cleanly, nothing trained."""
+    toml = study_toml(("workers = 2", f"workers = 1\ncpus_per_trial = {NODE_CPUS + 1}"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "search.cli", "run", str(toml), "--address", ray_cluster, "--storage", pg_url],
+        env=RAY_ENV,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # the run never ends by itself
+    reader.start()
+    note = f"note: no node of this cluster has {NODE_CPUS + 1} CPUs for one trial now (the largest: {NODE_CPUS} CPUs, 1 GPUs)"
+    deadline = time.monotonic() + 120
+    while not any("started" in line for line in lines):  # the note comes first, then the trial that waits
+        assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    reader.join(timeout=10)
+    out = "".join(lines)
+    assert note in out and out.index(note) < out.index("started"), out
+    assert f"prism-search resume tiny --storage {pg_url}" in out and "Traceback" not in out, out
+    trials = optuna.load_study(study_name="tiny", storage=pg_url).get_trials()
+    assert trials and not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.COMPLETE)]
+
+
 # -- the team workflow: Ray Jobs on a head with its dashboard -----------------------------------------------
 @pytest.fixture
 def ray_jobs_head():
