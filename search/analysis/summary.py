@@ -162,6 +162,8 @@ class Summary:
         if self.uniform_is_best and self.runner_up is None:
             return "none yet: uniform is the only schedule finished"
         gap = self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
+        if self.looks is not None and self.best_gap:  # read between looks at 95%, it must not pass for the test
+            gap += "; every pair so far at 95%, for reading only: the pre-registered test decides at its looks"
         if self.uniform_is_best:
             return f"none: uniform is the best schedule by paired mean; the best other, {self.runner_up}: {gap}"
         return gap

@@ -40,6 +40,7 @@ def test_its_summary_reads_as_an_experiment(tmp_path):
     s = summarize(stored_study("prereg-long", f"sqlite:///{db}"))
     assert s.looks is not None and s.confirm_command == "prism-search resume prereg-long"
     assert s.best_gap is not None and s.best_gap.selected_from is None
+    assert s.gap_text().endswith("for reading only: the pre-registered test decides at its looks")
     assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))
 
 
