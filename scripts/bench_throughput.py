@@ -187,22 +187,18 @@ def _reference_main(args: argparse.Namespace, cfg: ModelConfig, tcfg: TrainConfi
     print(f"\n(tokens per round and side: {tokens:,}; nanogpt: fused AdamW on CUDA only, nanoGPT's rule; nanogpt-fused: fused everywhere)")
 
 
+def _timed_steps(args: argparse.Namespace, **settings) -> TrainConfig:
+    """The train config of every timed side: no warmup, one eval batch; `settings` are what the sides differ in."""
+    return TrainConfig(steps=MAX_STEPS, batch_size=args.batch_size, warmup_steps=0, eval_batches=1, device=args.device, **settings)
+
+
 def main() -> None:
     args = _args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.reference:
         cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, mlp=args.mlp)
-        tcfg = TrainConfig(
-            steps=MAX_STEPS,
-            batch_size=args.batch_size,
-            warmup_steps=0,
-            eval_batches=1,
-            device=args.device,
-            precision="fp32",
-            fused_adamw=args.fused_adamw,
-        )
-        return _reference_main(args, cfg, tcfg)
+        return _reference_main(args, cfg, _timed_steps(args, precision="fp32", fused_adamw=args.fused_adamw))
     cfg = ModelConfig(n_layer=args.n_layer, d_model=args.d_model, block_size=args.block_size, dh_min=args.dh_min, dh_max=args.dh_max)
     counts = allowed_head_counts(cfg)
     baseline = Schedule.uniform(args.baseline_heads or min(counts, key=lambda h: abs(args.d_model // h - 64)), cfg.n_layer)
@@ -213,15 +209,7 @@ def main() -> None:
     )
     for s in schedules:
         validate(s, cfg)
-    tcfg = TrainConfig(
-        steps=MAX_STEPS,
-        batch_size=args.batch_size,
-        warmup_steps=0,
-        eval_batches=1,
-        device=args.device,
-        precision=args.precision,
-        compile=args.compile,
-    )
+    tcfg = _timed_steps(args, precision=args.precision, compile=args.compile)
 
     started = time.perf_counter()
     trainers = {s: _trainer(cfg, s, tcfg) for s in schedules}
