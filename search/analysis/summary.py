@@ -130,6 +130,7 @@ class Summary:
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
+    mixed_seeds: list[int] = field(default_factory=list)  # seeds whose runs were trained on more than one kind of it
     pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
     race: dict[str, str] = field(default_factory=dict)  # racing studies: where each schedule stands in the race
     # a pre-registered experiment: each look read so far (None: not an experiment); nothing was selected in one,
@@ -179,13 +180,16 @@ class Summary:
         return [w for r in self.fidelity or [] if (w := r.warning())]
 
     def warnings(self) -> list[str]:
-        """Everything `status` and the dashboard warn about: unreliable rungs, and runs on mixed hardware, where the
-        same (schedule, seed) does not repeat bit for bit (docs/results.md), so a pair across kinds is not exact."""
+        """Everything `status` and the dashboard warn about: unreliable rungs, and seeds whose runs were trained on
+        mixed hardware, where the same (schedule, seed) does not repeat bit for bit (docs/results.md), so a pair
+        across kinds is not exact. Seeds each on one kind are exact pairs, whichever kind each seed had."""
         out = self.fidelity_warnings()
-        if len(self.kernels) > 1:
+        if self.mixed_seeds:
+            seeds = ", ".join(map(str, self.mixed_seeds))
             out.append(
-                f"the runs were trained on {len(self.kernels)} kinds of hardware ({', '.join(self.kernels)}): the same run "
-                "differs across kinds, so paired gaps between them carry that difference too; keep a study on one kind"
+                f"at seed{'s' if len(self.mixed_seeds) > 1 else ''} {seeds} the runs were trained on more than one kind of hardware "
+                f"({', '.join(self.kernels)} in the study): the same run differs across kinds, so paired gaps there carry that "
+                "difference too; keep the runs of a seed on one kind"
             )
         return out
 
@@ -428,6 +432,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     best_values = [runs[key] for seed in best_seeds if best_schedule is not None and (key := (best_schedule, seed)) in runs]
     # uniform on the best's seeds, so the two values shown side by side differ by the paired gap
     baseline_values = [runs[key] for seed in best_seeds or (config.seed,) if (key := (baseline, seed)) in runs]
+    kernels = _kernels_by_seed(complete)
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
@@ -462,8 +467,18 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
             if role in (ROLE_BASELINE, ROLE_REFERENCE)
         ],
         runner_up=runner_up,
-        kernels=sorted({k for t in complete if (k := t.user_attrs.get(WORKER, {}).get("kernels"))}),
+        kernels=sorted({k for kinds in kernels.values() for k in kinds}),
+        mixed_seeds=sorted(seed for seed, kinds in kernels.items() if len(kinds) > 1),
     )
+
+
+def _kernels_by_seed(complete: list[FrozenTrial]) -> dict[int, set[str]]:
+    """The kinds of hardware that trained each seed's runs (worker.kernels; runs from before it was recorded say nothing)."""
+    out: dict[int, set[str]] = {}
+    for t in complete:
+        if (kind := t.user_attrs.get(WORKER, {}).get("kernels")) and SEED in t.user_attrs:
+            out.setdefault(t.user_attrs[SEED], set()).add(kind)
+    return out
 
 
 def _trial_of(competing: list[FrozenTrial], complete: list[FrozenTrial], schedule: str | None, seed: int) -> FrozenTrial | None:

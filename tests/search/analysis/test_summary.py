@@ -222,18 +222,21 @@ def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform
     assert "train the seeds that decide: prism-search confirm known --top 2 --seeds 3" in capsys.readouterr().out
 
 
-def test_runs_trained_on_mixed_hardware_are_warned_about(tiny_config):
+def test_a_seed_trained_on_mixed_hardware_is_warned_about(tiny_config):
     study = make_study(tiny_config)
     add(study, UNIFORM, 0, 2.05, role="baseline", worker={"pid": 1, "kernels": "cpu AVX512"})
     add(study, "4x3", 0, 2.00, worker={"pid": 2, "kernels": "cpu AVX512"})
     add(study, "2x3", 0, 2.03)  # trained before workers recorded their kernels: says nothing
-    assert summarize(study).warnings() == []
+    add(study, UNIFORM, 1, 2.06, role="confirm", worker={"pid": 4, "kernels": "cpu AVX2"})
+    add(study, "4x3", 1, 2.01, role="confirm", worker={"pid": 5, "kernels": "cpu AVX2"})
+    s = summarize(study)  # each seed on one kind: its pairs are exact, whichever kind it had
+    assert s.kernels == ["cpu AVX2", "cpu AVX512"] and s.mixed_seeds == [] and s.warnings() == []
     add(study, "1x3", 0, 2.04, worker={"pid": 3, "kernels": "cpu AVX2"})
     s = summarize(study)
-    assert s.kernels == ["cpu AVX2", "cpu AVX512"] and s.to_dict()["warnings"] == s.warnings()
+    assert s.mixed_seeds == [0] and s.to_dict()["warnings"] == s.warnings()
     assert s.warnings() == [
-        "the runs were trained on 2 kinds of hardware (cpu AVX2, cpu AVX512): the same run differs across kinds, "
-        "so paired gaps between them carry that difference too; keep a study on one kind"
+        "at seed 0 the runs were trained on more than one kind of hardware (cpu AVX2, cpu AVX512 in the study): the "
+        "same run differs across kinds, so paired gaps there carry that difference too; keep the runs of a seed on one kind"
     ]
 
 

@@ -29,6 +29,8 @@ def test_the_committed_experiment_is_the_pre_registered_one(tmp_path):
     seeds = sorted({t.user_attrs["seed"] for t in done})
     assert seeds == list(range(2000, 2000 + len(seeds)))  # new seeds only, in order, never bench-long's 0, 1, 1000, 1001
     assert all(sorted(t.user_attrs["schedule"] for t in done if t.user_attrs["seed"] == s) == ["2x3,4x3", "2x6"] for s in seeds)
+    # both runs of a pair on one machine: the same kind of hardware did their arithmetic
+    assert all(len({t.user_attrs["worker"]["kernels"] for t in done if t.user_attrs["seed"] == s}) == 1 for s in seeds)
 
 
 def test_its_summary_reads_as_an_experiment(tmp_path):
@@ -40,6 +42,7 @@ def test_its_summary_reads_as_an_experiment(tmp_path):
     s = summarize(stored_study("prereg-long", f"sqlite:///{db}"))
     assert s.looks is not None and s.confirm_command == "prism-search resume prereg-long"
     assert s.best_gap is not None and s.best_gap.selected_from is None
+    assert s.mixed_seeds == [] and s.warnings() == []  # each pair on one kind of hardware: no warning
     assert s.gap_text().endswith("for reading only: the pre-registered test decides at its looks")
     assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))
 
