@@ -55,11 +55,12 @@ class GapReport:
     unselected: PairedGap | None = None  # None when no seed of it was a selection seed (references, uniform)
     selected_from: int | None = None
 
-    def text(self, next_step: str = "") -> str:
-        """The gap on unselected seeds first when the schedule was selected, then the value over all seeds."""
+    def text(self, next_step: str = "", judged: bool = True) -> str:
+        """The gap on unselected seeds first when the schedule was selected, then the value over all seeds.
+        `judged=False`: no better/worse word (an experiment's gap between its looks, which only the looks judge)."""
 
         def said(gap: PairedGap) -> str:
-            return gap.text(next_step) + (f" {gap.verdict}" if gap.low is not None else "")
+            return gap.text(next_step) + (f" {gap.verdict}" if judged and gap.low is not None else "")
 
         picked = f", selected as best of {self.selected_from} schedules" if self.selected_from else ""
         if self.unselected is not None:
@@ -68,6 +69,9 @@ class GapReport:
         if self.all_seeds is None:
             return "n/a"
         return f"{said(self.all_seeds)}{picked}"
+
+
+LOOKS_DECIDE = "the pre-registered test decides at its looks"
 
 
 @dataclass(frozen=True)
@@ -162,9 +166,10 @@ class Summary:
         the text says uniform won and gives the best other schedule's gap."""
         if self.uniform_is_best and self.runner_up is None:
             return "none yet: uniform is the only schedule finished"
-        gap = self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
         if self.looks is not None and self.best_gap:  # read between looks at 95%, it must not pass for the test
-            gap += "; every pair so far at 95%, for reading only: the pre-registered test decides at its looks"
+            gap = f"{self.best_gap.text(judged=False)}; every pair so far at 95%, for reading only: {LOOKS_DECIDE}"
+        else:
+            gap = self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
         if self.uniform_is_best:
             return f"none: uniform is the best schedule by paired mean; the best other, {self.runner_up}: {gap}"
         return gap
@@ -448,7 +453,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         n_trials=config.n_trials,
         uniform_noise_floor=statistics.stdev(baselines) if len(baselines) >= 2 else None,
         objectives=list(config.search.objectives),
-        gaps=gaps,
+        gaps=[] if plan else gaps,  # an experiment's one schedule: its gap is best_gap's, judged only at the looks
         method=decision.family.method,
         references=sorted(references, key=lambda r: r.val_loss),
         pareto=sorted(pareto, key=lambda p: p.values["val_loss"]),

@@ -43,7 +43,9 @@ def test_its_summary_reads_as_an_experiment(tmp_path):
     assert s.looks is not None and s.confirm_command == "prism-search resume prereg-long"
     assert s.best_gap is not None and s.best_gap.selected_from is None
     assert s.mixed_seeds == [] and s.warnings() == []  # each pair on one kind of hardware: no warning
-    assert s.gap_text().endswith("for reading only: the pre-registered test decides at its looks")
+    text = s.gap_text()  # no better/worse word between looks, only the looks judge; the gap over all pairs, listed once
+    assert text.endswith("for reading only: the pre-registered test decides at its looks") and s.gaps == []
+    assert not any(word in text for word in ("better", "worse", "inside the noise"))
     assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))
 
 
