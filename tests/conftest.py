@@ -1,7 +1,16 @@
+import signal
+
 import pytest
 import torch
 
 FAST_TIMEOUT_S = 60  # per test outside the e2e tier; e2e tests keep pyproject's `timeout`
+
+
+def pytest_configure(config):
+    """A suite started in the background (`cmd &` in a shell without job control, as `nohup` runs are) inherits
+    SIGINT ignored, and so would every process it starts; the interrupt tests need Ctrl-C as a terminal gives it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items):
