@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -35,13 +36,31 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
         raise KeyboardInterrupt
 
     try:
-        with _handling(interrupt):
+        with _handling(interrupt), _quiet_when_swallowed():
             yield
             if _pending.is_set():  # swallowed where it landed, and no loop's check raised it since: it surfaces here, at the latest
                 raise KeyboardInterrupt
     except KeyboardInterrupt:
         _pending.clear()  # it leaves the block: delivered
         raise
+
+
+@contextlib.contextmanager
+def _quiet_when_swallowed() -> Iterator[None]:
+    """Inside the block, a KeyboardInterrupt that a finalizer swallowed is not printed: `_pending` delivers it, and
+    Python's "Exception ignored in ... Traceback" would read as a crash on an orderly stop. Every other exception a
+    finalizer swallows is printed as before."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _pending.is_set()):
+            previous(unraisable)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 @contextlib.contextmanager

@@ -303,14 +303,11 @@ class Driver:
         job = self.in_flight.pop(ref)
         try:
             out: Message = ray.get(ref)
-        except ray.exceptions.RayActorError as e:
-            self.idle.append(self._worker_cls.remote())  # replace the dead actor
-            self._fail(job.trial, f"worker died: {type(e).__name__}: {str(e).splitlines()[0]}", retry=True)
-            return
-        except ray.exceptions.RayTaskError as e:
-            cause = e.cause if getattr(e, "cause", None) is not None else e
-            self.idle.append(job.worker)
-            self._fail(job.trial, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
+        except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as e:
+            # an interrupt that a finalizer swallowed during the call (search.signals) may be what broke it: then the
+            # trial was interrupted, not failed, and the interrupt handler in `run` queues it again
+            raise_if_interrupted()
+            self._fail_run(job, e)
             return
         match out:
             case cache.Wait():
@@ -335,6 +332,16 @@ class Driver:
                 self._finish(job, result)
             case _:
                 assert_never(out)
+
+    def _fail_run(self, job: _InFlight, e: ray.exceptions.RayActorError | ray.exceptions.RayTaskError) -> None:
+        """A dead worker is replaced and its trial retried; an error the trial raised fails it."""
+        if isinstance(e, ray.exceptions.RayActorError):
+            self.idle.append(self._worker_cls.remote())
+            self._fail(job.trial, f"worker died: {type(e).__name__}: {str(e).splitlines()[0]}", retry=True)
+            return
+        cause = e.cause if getattr(e, "cause", None) is not None else e
+        self.idle.append(job.worker)
+        self._fail(job.trial, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
 
     def _record(self, job: _InFlight, result: TrainResult) -> None:
         for key, value in result_attrs(result).items():

@@ -1,5 +1,6 @@
 """A real SIGTERM whose KeyboardInterrupt lands in a finalizer, where Python can only print it ("Exception ignored
-in ..."; seen in a `ray job stop` test, inside SQLAlchemy's garbage-collection callback): it is raised anyway."""
+in ..."; seen in a `ray job stop` test, inside SQLAlchemy's garbage-collection callback): it is raised anyway, and
+not printed as a crash."""
 
 import gc
 import os
@@ -9,8 +10,6 @@ import pytest
 
 from search.signals import interrupts_held, raise_if_interrupted, sigterm_as_ctrl_c
 
-pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
 
 class _SignalledInFinalizer:
     def __del__(self):
@@ -19,7 +18,8 @@ class _SignalledInFinalizer:
             pass
 
 
-def _swallow_one_sigterm() -> None:
+def swallow_one_sigterm() -> None:
+    """A real SIGTERM whose KeyboardInterrupt a finalizer swallows (tests/search/runner/test_resilience.py too)."""
     gc.disable()  # the finalizer runs exactly where the object is dropped
     try:
         _SignalledInFinalizer()
@@ -29,7 +29,7 @@ def _swallow_one_sigterm() -> None:
 
 def _loop_turn(reached: list[str]) -> None:
     with sigterm_as_ctrl_c():
-        _swallow_one_sigterm()
+        swallow_one_sigterm()
         reached.append("after the finalizer")  # the swallowed signal did not stop the block here...
         raise_if_interrupted()  # ...the next check does
         reached.append("after the check")
@@ -46,7 +46,7 @@ def test_a_loop_check_raises_the_interrupt_a_finalizer_swallowed():
 def test_a_swallowed_interrupt_surfaces_when_its_block_ends_at_the_latest():
     def block() -> None:
         with sigterm_as_ctrl_c():
-            _swallow_one_sigterm()
+            swallow_one_sigterm()
 
     with pytest.raises(KeyboardInterrupt):
         block()
@@ -63,7 +63,7 @@ def test_the_dashboard_server_stops_at_its_next_turn_not_when_it_is_shut_down():
 
     def serve() -> None:
         with sigterm_as_ctrl_c():
-            _swallow_one_sigterm()
+            swallow_one_sigterm()
             server.serve_forever()
 
     backstop = threading.Timer(10, server.shutdown)  # without the check, serve_forever would end only here
@@ -76,6 +76,37 @@ def test_the_dashboard_server_stops_at_its_next_turn_not_when_it_is_shut_down():
         backstop.cancel()
         server.server_close()
     assert time.monotonic() - started < 5  # serve_forever's turn (0.5 s), not the backstop
+
+
+class _FailingInFinalizer:
+    def __del__(self):
+        raise ValueError("a real bug in a finalizer")
+
+
+def test_a_swallowed_interrupt_prints_no_traceback_but_other_finalizer_errors_still_do(monkeypatch):
+    """An orderly stop must not print "Exception ignored in ... Traceback" (the crash banner users and the CLI test
+    look for); a finalizer's own bug is still reported."""
+    import sys
+
+    reported: list[BaseException | None] = []
+
+    def record(unraisable) -> None:
+        reported.append(unraisable.exc_value)
+
+    def block() -> None:
+        with sigterm_as_ctrl_c():
+            gc.disable()
+            try:
+                _FailingInFinalizer()
+                _SignalledInFinalizer()
+            finally:
+                gc.enable()
+
+    monkeypatch.setattr(sys, "unraisablehook", record)
+    with pytest.raises(KeyboardInterrupt):
+        block()
+    assert [type(e) for e in reported] == [ValueError]
+    assert sys.unraisablehook is record  # the hook before the block is back
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

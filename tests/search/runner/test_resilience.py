@@ -259,6 +259,43 @@ def test_ctrl_c_inside_ask_leaves_no_trial_running(ray_local, tiny_config):
     assert trials[1].user_attrs["schedule"] == str(config.baseline)
 
 
+class _WorkerLostToAnInterrupt(Progress):
+    """As the first trial starts, its worker dies and a real SIGTERM is swallowed by a finalizer: the worker's error
+    reaches the driver before its next turn's interrupt check does."""
+
+    def __init__(self):
+        super().__init__("tiny", 1, live=False)
+        self.driver: Driver | None = None
+
+    def started_trial(self, number, schedule, role):
+        import ray
+
+        from tests.search.test_signals import swallow_one_sigterm
+
+        super().started_trial(number, schedule, role)
+        assert self.driver is not None
+        (job,) = self.driver.in_flight.values()
+        ray.kill(job.worker)
+        with contextlib.suppress(ray.exceptions.RayActorError):  # wait until it is dead: its start is an error now
+            ray.get(job.worker.__ray_ready__.remote())
+        swallow_one_sigterm()
+
+
+def test_a_run_an_interrupt_broke_is_interrupted_not_failed(ray_local, tiny_config):
+    """An error that meets a pending interrupt is the interrupt's doing: the trial is queued again as interrupted,
+    not failed as "worker died" and counted (the CLI's SIGTERM test once found such a trial)."""
+    from search.signals import sigterm_as_ctrl_c
+
+    ctx = _one_worker_study(tiny_config, n_trials=1)
+    progress = _WorkerLostToAnInterrupt()
+    driver = progress.driver = Driver(ctx, progress, stopping=make_stopping(ctx))
+    with pytest.raises(KeyboardInterrupt), sigterm_as_ctrl_c():
+        driver.run(1, n_workers=1)
+    trials = ctx.study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.WAITING]
+    assert "interrupted" in trials[0].user_attrs["error"] and driver.failures == 0
+
+
 def test_killed_worker_fails_its_trial_and_the_schedule_is_retried(tmp_path, study_toml):
     url = f"sqlite:///{tmp_path / 'worker.db'}"
     with open(tmp_path / "run.log", "w") as log:
