@@ -73,9 +73,9 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
     table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials}{confirmation})")
     if s.exhausted:
         table.add_row("stopped early", s.exhausted)
-    seeds = f", {len(s.best_seeds)} seeds" if len(s.best_seeds) > 1 else ""
-    table.add_row("best schedule", f"{s.best_schedule} (by paired mean{seeds}; trial {s.best_number})" if s.best_schedule else "-")
-    table.add_row("best val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
+    seeds = len(s.best_seeds) > 1
+    table.add_row(f"{s.best_label} schedule", f"{s.best_schedule} ({s.best_how}; trial {s.best_number})" if s.best_schedule else "-")
+    table.add_row(f"{s.best_label} val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
     table.add_row(
         "uniform baseline",
         f"{s.baseline_schedule}: {s.baseline_value:.4f}" + (" (mean, same seeds)" if seeds else "")

@@ -110,7 +110,9 @@ class Summary:
     name: str
     counts: dict[str, int]
     verdict: Verdict  # what the study decided: better, equivalent within the margin, or undecided
-    best_schedule: str | None  # best paired mean gap to uniform over all its seeds (uniform when nothing beats it)
+    # best paired mean gap to uniform over all its seeds (uniform when nothing beats it); an experiment's: its
+    # pre-registered schedule, whichever way the mean leans
+    best_schedule: str | None
     best_value: float | None  # its mean val loss over `best_seeds`
     best_seeds: tuple[int, ...]
     best_number: int | None  # its trial at the study seed (else its first trial)
@@ -156,6 +158,20 @@ class Summary:
         if self.looks is not None:
             return f"prism-search resume {self.name}"
         return f"prism-search confirm {self.name} --top 1 --seeds 3"
+
+    @property
+    def best_label(self) -> str:
+        """What `best_schedule` is called ("best schedule", "best val loss"): an experiment's was fixed before its
+        data, not picked by its mean."""
+        return "challenger" if self.looks is not None else "best"
+
+    @property
+    def best_how(self) -> str:
+        """How `best_schedule` was chosen, with its seeds."""
+        seeds = len(self.best_seeds)
+        if self.looks is not None:
+            return f"pre-registered, {seeds} paired seed{'s' if seeds != 1 else ''}"
+        return "by paired mean" + (f", {seeds} seeds" if seeds > 1 else "")
 
     @property
     def uniform_is_best(self) -> bool:
@@ -406,9 +422,11 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     experiment = experiment_state(plan, runs) if plan else None
     gaps = list(decision.family.gaps)
     leader = gaps[0] if gaps else None
-    uniform_wins = leader is None or leader.paired_mean > 0
-    if gaps or (baseline, config.seed) in runs:
-        best_schedule: str | None = best_by_mean(decision.family, baseline)
+    uniform_wins = not plan and (leader is None or leader.paired_mean > 0)  # an experiment's schedule wins nothing
+    if plan:  # an experiment reports its pre-registered schedule, whichever way its mean leans
+        best_schedule: str | None = plan.schedule
+    elif gaps or (baseline, config.seed) in runs:
+        best_schedule = best_by_mean(decision.family, baseline)
     else:  # no uniform run to pair with yet: the best run at the study seed
         best_schedule = competing[0].user_attrs.get(SCHEDULE) if competing else None
     best_seeds = tuple(sorted(seed for s, seed in runs if s == best_schedule))

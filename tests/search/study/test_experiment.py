@@ -73,3 +73,20 @@ def test_only_failures_with_no_retry_stop_the_experiment(experiment):
     _finish(study, None, "TrainingDiverged")
     with pytest.raises(PrismSearchError, match="experiment run 1x3 at seed 2000 failed 2 times"):
         queue_pair(ctx, plan, 2000)
+
+
+def test_its_summary_names_the_challenger_whichever_way_its_mean_leans(experiment):
+    """An experiment's schedule was fixed before its data: `status` calls it the challenger, never "best", and
+    reports its own gap when uniform leans lower, not uniform as the winner of a search."""
+    from search.analysis import summarize
+
+    ctx, plan = experiment
+    study = ctx.study
+    for seed, (uniform, challenger) in enumerate([(2.0, 2.1), (2.2, 2.25)], start=2000):
+        queue_pair(ctx, plan, seed)
+        _finish(study, uniform)
+        _finish(study, challenger)
+    s = summarize(study, ctx.config)
+    assert (s.best_label, s.best_how, s.best_schedule) == ("challenger", "pre-registered, 2 paired seeds", "1x1,2x1,4x1")
+    assert s.runner_up is None and s.best_gap is not None and s.best_gap.all_seeds is not None
+    assert s.gap_text().startswith("+0.0750 ") and "uniform is the best" not in s.gap_text()

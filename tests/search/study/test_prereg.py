@@ -61,6 +61,7 @@ def test_the_dashboard_shows_each_look_it_has_read(tmp_path):
     assert view.summary is not None and view.summary.looks  # the first look (10 pairs) is committed
     page = html.unescape(study_page(view, f"sqlite:///{db}"))
     assert 'id="looks"' in page and all(look in page for look in view.summary.looks)
+    assert "<th>challenger schedule</th>" in page and "best schedule" not in page  # fixed before its data, not picked
 
 
 def test_the_results_page_says_where_the_committed_experiment_stands(tmp_path):
