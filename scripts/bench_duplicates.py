@@ -33,7 +33,7 @@ import optuna
 
 from prism import Schedule
 from search.analysis.budget import budget, exhausted
-from search.config import StudyConfig, family_for, load_config
+from search.config import StudyConfig, load_config
 from search.families import RampFamily, ScheduleFamily
 from search.runner.cache import copy_result, find_original
 from search.runner.driver import trial_schedule
@@ -110,12 +110,12 @@ def main() -> None:
     args = parser.parse_args()
     base = load_config(args.config)
     base = base.model_copy(update={"n_trials": args.n_trials or base.n_trials})
-    print(f"{base.name}: {base.space.family} space of {family_for(base).size()} schedules, n_trials {base.n_trials}, {base.search.sampler}")
+    print(f"{base.name}: {base.space.family} space of {base.family.size()} schedules, n_trials {base.n_trials}, {base.search.sampler}")
     print(f"{'seed':>4}  {'before: served/asked':>20}  {'distinct':>8}  {'after: served/asked':>20}  {'distinct':>8}  {'longest run':>11}")
     configs = [base.model_copy(update={"seed": seed, "name": f"{base.name}-{seed}"}) for seed in range(args.seeds)]
     rows = []
     for seed, config in enumerate(configs):
-        family = family_for(config)
+        family = config.family
         before, after = simulate(config, family, count_served=True), simulate(config, family, count_served=False)
         rows.append((before, after))
         print(
@@ -130,7 +130,7 @@ def main() -> None:
             f"longest run of served duplicates {max(r.longest_streak for r in runs)}, "
             f"stopped as exhausted {sum(r.stopped is not None for r in runs)}/{len(runs)}"
         )
-    family = family_for(base)
+    family = base.family
     if isinstance(family, RampFamily):
         for encoding in (OrderedRamp, IndexRamp):
             runs = [simulate(config, encoding(family.n_layer, family.counts), count_served=False) for config in configs]

@@ -32,7 +32,7 @@ import ray
 import sqlalchemy
 
 from prism import EvalPoint, Schedule, TrainResult
-from search.config import family_for, load_config
+from search.config import load_config
 from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.runner.messages import Evaluated, Finished, Started
@@ -162,7 +162,7 @@ def bench_tune(config, url: str, workers: int, n: int, tmp: Path, reuse_actors: 
     from ray.tune.search.optuna import OptunaSearch
 
     steps, every = config.train.steps, config.train.eval_every
-    family = family_for(config)
+    family = config.family
 
     def objective(params: dict) -> None:
         for step, loss in echo_curve(params["schedule"], steps, every):

@@ -41,7 +41,7 @@ import torch
 from optuna.trial import TrialState
 
 from prism import Trainer, load_corpus
-from search.config import StudyConfig, family_for, load_config, references_for
+from search.config import StudyConfig, load_config, references_for
 from search.priors import audit_model, make_prior
 from search.study import narrow_sampler, open_study, seed_study
 
@@ -68,7 +68,7 @@ def _train(job: tuple[StudyConfig, str, int, bool]) -> dict:
 
 def make_table(config: StudyConfig, seeds: int, workers: int) -> None:
     """Train the (schedule, seed) pairs the table lacks, so adding a seed later trains only that seed."""
-    schedules = [str(s) for s in family_for(config).enumerate()]
+    schedules = [str(s) for s in config.family.enumerate()]
     baseline = str(config.baseline)
     done = read_table() if TABLE.is_file() else {}
     jobs = [
@@ -197,7 +197,7 @@ def replay(config: StudyConfig, table, profile: dict | None, arms: list[str], se
     best_searched = f"{searched[0]} (rank {ranking.index(searched[0]) + 1})"
     print(f"enqueued (trained first by every arm): {', '.join(sorted(enqueued))}; best searched schedule {best_searched}")
     if profile is not None:
-        prior = make_prior(profile, config, family_for(config))
+        prior = make_prior(profile, config, config.family)
         zones = [f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]]
         print("profile zones: " + ", ".join(zones))
         ranks = [f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"]]
@@ -276,7 +276,7 @@ def main() -> None:
     arms = [a for a in args.arms.split(",") if a]
     if unknown := set(arms) - set(ARMS):
         sys.exit(f"error: --arms: unknown {sorted(unknown)} (fix: choose from {', '.join(ARMS)})")
-    replay(config, table, profile, arms, args.search_seeds, args.budget or family_for(config).size())
+    replay(config, table, profile, arms, args.search_seeds, args.budget or config.family.size())
 
 
 if __name__ == "__main__":

@@ -1,27 +1,34 @@
-"""search: the prism-search service — schedule spaces, studies, the Ray driver, storage and the CLI.
+"""search: the prism-search service. `Study` is the way in; the CLI (`prism-search`) is a thin layer over it.
 
-Each public name loads its module on first use (PEP 562): `import search.config` or the dashboard must not pay
-for Ray and torch, which only the runner needs.
+    >>> from search import Study
+    >>> study = Study.create("studies/tiny.toml", storage="sqlite:///:memory:")
+    >>> str(study.config.baseline), study.config.family.size()  # uniform baseline, ramp schedules
+    ('1x3', 10)
+
+Each public name loads its module on first use (PEP 562): `import search` costs nothing, and only the methods that
+train import Ray and torch.
 """
 
 import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
-    from search.analysis.summary import Summary, summarize
-    from search.config import StudyConfig, load_config, parse_config
+    from search.analysis.summary import ConfirmationRow, Summary
+    from search.analysis.verdict import Verdict
+    from search.config import StudyConfig, load_config
     from search.errors import ConfigError, PrismSearchError
     from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
-    from search.runner.context import StudyContext
-    from search.runner.driver import Driver, connect_ray, requeue_stale_trials
-    from search.runner.worker import TrialSession, TrialSpec, run_trial, throughput_ratio
-    from search.storage import open_storage
-    from search.study.create import open_study, reopen_study
-    from search.study.samplers import ScheduleGridSampler, make_sampler
-    from search.urls import mask_url
+    from search.runner.progress import LogProgress, StudyProgress
+    from search.study.lifecycle import StudyInterrupted
+    from search.study.study import Study, TrialRow
 
 _EXPORTS = {
-    "search.config": ("StudyConfig", "load_config", "parse_config"),
+    "search.study.study": ("Study", "TrialRow"),
+    "search.study.lifecycle": ("StudyInterrupted",),
+    "search.runner.progress": ("LogProgress", "StudyProgress"),
+    "search.config": ("StudyConfig", "load_config"),
+    "search.analysis.summary": ("ConfirmationRow", "Summary"),
+    "search.analysis.verdict": ("Verdict",),
     "search.errors": ("ConfigError", "PrismSearchError"),
     "search.families": (
         "FAMILIES",
@@ -32,14 +39,6 @@ _EXPORTS = {
         "UniformFamily",
         "make_family",
     ),
-    "search.runner.context": ("StudyContext",),
-    "search.runner.driver": ("Driver", "connect_ray", "requeue_stale_trials"),
-    "search.runner.worker": ("TrialSession", "TrialSpec", "run_trial", "throughput_ratio"),
-    "search.storage": ("open_storage",),
-    "search.urls": ("mask_url",),
-    "search.analysis.summary": ("Summary", "summarize"),
-    "search.study.create": ("open_study", "reopen_study"),
-    "search.study.samplers": ("ScheduleGridSampler", "make_sampler"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_HOME)

@@ -19,13 +19,14 @@ from rich.table import Table
 from rich.text import Text
 
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
-from search.config import DEFAULT_STORAGE, MAX_SEEDS, StudyConfig, load_config
+from search.config import DEFAULT_STORAGE, MAX_SEEDS, load_config, resume_command
 from search.errors import OutputError, PrismSearchError
 from search.signals import sigterm_as_ctrl_c
 from search.urls import mask_url
 
 if TYPE_CHECKING:
     from search.analysis import Summary
+    from search.study import Study
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 # markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
@@ -46,19 +47,22 @@ class _Interrupted(Exception):
     """Ctrl-C or SIGTERM inside a study's lifecycle: its message says what was kept and how to go on (exit 130)."""
 
 
-def _execute(config: StudyConfig, address: str | None, resumed=None, **how) -> None:
-    """Shared by `run` and `resume` (`resumed`: the stored study; `how`: the rest of search.study.execute's
-    keywords): the study's lifecycle runs it; here it is printed. Ctrl-C or SIGTERM at any moment (before Ray is
-    up too) ends with exit code 130 and what to do next."""
-    from search.analysis import summarize
-    from search.study import execute, interrupted
+def _train(study: Study, method: str, **how) -> None:
+    """`run` and `resume` (`method`; `how`: its keywords): the study trains, the CLI prints. Ctrl-C or SIGTERM at
+    any moment (before Ray is up too) ends with exit code 130 and what to do next."""
+    from search.progress import Progress
+    from search.study import StudyInterrupted
 
     try:
         with sigterm_as_ctrl_c():
-            study, wall_s = execute(config, address, console=console, resumed=resumed, **how)
-    except KeyboardInterrupt as interrupt:
-        raise _Interrupted(interrupted(config, interrupt, resuming=resumed is not None)) from interrupt
-    _print_summary(summarize(study, config), wall_s)
+            summary = getattr(study, method)(progress=Progress(console=console), **how)
+    except StudyInterrupted as interrupt:
+        if interrupt.stored:
+            advice = f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(study.config)}"
+        else:
+            advice = f"interrupted before study {study.name!r} was created: nothing was stored; run it again to start it"
+        raise _Interrupted(advice) from interrupt
+    _print_summary(summary, study.wall_s)
 
 
 def _print_summary(s: Summary, wall_s: float | None) -> None:
@@ -159,8 +163,10 @@ def run(
     prior: str | None = typer.Option(None, "--prior", help="prior.json from `prism-search prior`, or `auto`: audit the trained baseline"),
 ) -> None:
     """Run (or continue) the study a TOML file describes."""
-    config = load_config(study_file).with_flags(storage=storage, n_trials=n_trials, workers=workers, track=track)
-    _execute(config, address, prior=prior)
+    from search.study import Study
+
+    study = Study.create(study_file, storage=storage)
+    _train(study, "run", n_trials=n_trials, workers=workers, address=address, track=track or (), prior=prior)
 
 
 @app.command()
@@ -176,12 +182,10 @@ def resume(
     ),
 ) -> None:
     """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
-    from search.study import reopen
+    from search.study import Study
 
-    url = storage or DEFAULT_STORAGE
-    study, stored = reopen(name, url, address)
-    config = stored.with_flags(storage=url, n_trials=n_trials, workers=workers, track=track)
-    _execute(config, address, resumed=study, retry_baselines=retry_baselines)
+    study = Study.load(name, storage=storage)
+    _train(study, "resume", n_trials=n_trials, workers=workers, address=address, track=track or (), retry_baselines=retry_baselines)
 
 
 @app.command()
@@ -191,17 +195,17 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
-    from search.analysis import stored_studies, stored_study, summarize
+    from search.study import Study
 
     url = storage or DEFAULT_STORAGE
-    studies, plain = ([stored_study(name, url)], []) if name else stored_studies(url)  # plain: another tool's, left out
+    studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
     if as_json:
-        print(json.dumps([summarize(s).to_dict() for s in studies], indent=2))
+        print(json.dumps([s.summary().to_dict() for s in studies], indent=2))
         return
     if not studies:
         console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
     for study in studies:
-        _print_summary(summarize(study), None)
+        _print_summary(study.summary(), None)
     if plain:
         console.print(f"not created by prism-search (left out): {', '.join(plain)}", soft_wrap=True, highlight=False, markup=False)
 
@@ -212,14 +216,10 @@ def schedules(
     list_all: bool = typer.Option(False, "--list", help="print every schedule of the space, one per line"),
 ) -> None:
     """The size of the study's schedule space and, with --list, every schedule in it."""
-    from prism import allowed_head_counts
-    from search.config import family_for
-
     config = load_config(study_file)
-    family = family_for(config)
+    family = config.family
     console.print(
-        f"{family.name}: {family.size():,} schedules ({config.model.n_layer} layers, "
-        f"head counts {allowed_head_counts(config.model_config_)})",
+        f"{family.name}: {family.size():,} schedules ({config.model.n_layer} layers, head counts {family.counts})",
         highlight=False,
     )
     if list_all:
@@ -238,19 +238,17 @@ def confirm(
     track: list[str] | None = TrackOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
-    from search.study import confirm as confirm_study
-    from search.study import reopen
+    from search.progress import Progress
+    from search.study import Study, StudyInterrupted
 
-    url = storage or DEFAULT_STORAGE
-    study, stored = reopen(name, url)
-    config = stored.with_flags(storage=url, workers=workers, track=track)
+    study = Study.load(name, storage=storage)
     try:
         with sigterm_as_ctrl_c():
-            rows = confirm_study(study, config, top, seeds, address, console)
-    except KeyboardInterrupt as interrupt:
+            rows = study.confirm(top, seeds, workers=workers, address=address, track=track or (), progress=Progress(console=console))
+    except StudyInterrupted as interrupt:
         raise _Interrupted(
             f"interrupted: the confirmation runs finished so far are stored; run `prism-search confirm {name} --top {top} "
-            f"--seeds {seeds} --storage {mask_url(config.storage)}` again to train the rest"
+            f"--seeds {seeds} --storage {mask_url(study.storage)}` again to train the rest"
         ) from interrupt
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
@@ -261,9 +259,9 @@ def best(
     storage: str | None = StorageOpt,
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
-    from search.analysis import stored_study, summarize
+    from search.study import Study
 
-    s = summarize(stored_study(name, storage or DEFAULT_STORAGE))
+    s = Study.load(name, storage=storage).summary()
     if s.best_schedule is None:
         raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
     print(f"verdict\t{s.verdict.text()}")
@@ -281,12 +279,12 @@ def export(
     storage: str | None = StorageOpt,
 ) -> None:
     """Every finished trial as a row: objectives, metrics and one column per layer's head count."""
-    from search.analysis import stored_study
-    from search.study import render
+    from search.study import Study, render
 
     if fmt not in ("csv", "json"):
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")
-    text = render(stored_study(name, storage or DEFAULT_STORAGE), fmt)
+    study = Study.load(name, storage=storage)
+    text = render(study.optuna_study, study.config, fmt)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

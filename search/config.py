@@ -11,15 +11,26 @@ import itertools
 import json
 import re
 import tomllib
-from dataclasses import fields
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
 from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_two
-from search.errors import ConfigError, PrismSearchError  # noqa: F401 (PrismSearchError: re-exported for callers)
+from search.errors import ConfigError
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
 from search.urls import mask_in, mask_url
@@ -276,6 +287,10 @@ class StudyConfig(_Section):
     resources: ResourcesSection = ResourcesSection()
     tracking: TrackingSection = TrackingSection()
     experiment: ExperimentSection | None = None
+    # resolved once, when the config is validated, and read by every caller (a model_copy keeps them)
+    _model_config: ModelConfig = PrivateAttr()
+    _family: ScheduleFamily = PrivateAttr()
+    _baseline: Schedule = PrivateAttr()
 
     @field_validator("name")
     @classmethod
@@ -292,6 +307,17 @@ class StudyConfig(_Section):
 
     @model_validator(mode="after")
     def _schedules_fit(self) -> StudyConfig:
+        return self._resolved()
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> StudyConfig:
+        """A copy with `update` applied unchecked (pydantic's); one that changes the model or the space resolves
+        their values again, so no copy carries another config's schedule space."""
+        copy = super().model_copy(update=update, deep=deep)
+        return copy._resolved() if update and {"model", "space"} & update.keys() else copy
+
+    def _resolved(self) -> StudyConfig:
+        """Checks the schedules the config names against its model, and resolves the model config, the uniform
+        baseline and the schedule space once for every later reader."""
         cfg = self.model.to_model_config()
         allowed = allowed_head_counts(cfg)
         if self.space.baseline_heads is not None and self.space.baseline_heads not in allowed:
@@ -299,15 +325,19 @@ class StudyConfig(_Section):
                 f"space.baseline_heads={self.space.baseline_heads} is not allowed for d_model={cfg.d_model} and "
                 f"head dims [{cfg.dh_min}, {cfg.dh_max}]; use one of {allowed}"
             )
+        # uniform heads at head dim 64 (GPT-2's choice) unless configured; the nearest allowed count otherwise
+        heads = self.space.baseline_heads or min(allowed, key=lambda h: abs(cfg.d_model // h - 64))
+        self._model_config, self._baseline = cfg, Schedule.uniform(heads, cfg.n_layer)
         for text in self.space.references:
             try:
-                validate(parse_reference(text, cfg.n_layer, allowed, self.baseline.heads[0]).schedule, cfg)
+                validate(parse_reference(text, cfg.n_layer, allowed, heads).schedule, cfg)
             except (ScheduleError, ValueError) as e:
                 raise ValueError(f"space.references {text!r}: {e}") from None
         try:
             family = make_family(self.space.family, cfg.n_layer, allowed, self.space.late_zone)
         except ValueError as e:
             raise ValueError(f"space.family={self.space.family!r}: {e}") from None
+        self._family = family
         if self.search.sampler == "grid" and family.size() > GRID_LIMIT:
             raise ValueError(
                 f"search.sampler='grid' cannot enumerate the {family.size():,} schedules of the {family.name!r} space "
@@ -348,30 +378,42 @@ class StudyConfig(_Section):
 
     @property
     def model_config_(self) -> ModelConfig:
-        return self.model.to_model_config()
+        """The model every trial of the study trains (prism's ModelConfig)."""
+        return self._model_config
 
     @property
     def baseline(self) -> Schedule:
-        """Uniform heads at head dim 64 (GPT-2's choice) unless configured; the nearest allowed count otherwise."""
-        allowed = allowed_head_counts(self.model_config_)
-        heads = self.space.baseline_heads or min(allowed, key=lambda h: abs(self.model.d_model // h - 64))
-        return Schedule.uniform(heads, self.model.n_layer)
+        """The uniform schedule every other one is compared with, paired per seed."""
+        return self._baseline
 
-    def with_flags(
-        self, *, storage: str | None = None, n_trials: int | None = None, workers: int | None = None, track: list[str] | None = None
-    ) -> StudyConfig:
-        """The command line's flags on top of this config, checked by the same bounds as the file (`--n-trials`:
-        n_trials, `--workers`: resources.workers, `--track`: tracking); the corpus was checked when it was read."""
-        data = self.model_dump()
-        if track:
-            data["tracking"] = self.tracking.with_flags(track).model_dump()
-        if storage:
-            data["storage"] = storage
-        if n_trials:
-            data["n_trials"] = n_trials
-        if workers:
-            data["resources"]["workers"] = workers
-        return parse_config(data, "command line", stored=True)
+    @property
+    def family(self) -> ScheduleFamily:
+        """The schedule space the config declares (search.families)."""
+        return self._family
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What a command line may put on top of a config, checked by the same bounds as the file (`--storage`,
+    `--n-trials`: n_trials, `--workers`: resources.workers, `--track`: tracking). None: keep the config's."""
+
+    storage: str | None = None
+    n_trials: int | None = None
+    workers: int | None = None
+    track: tuple[str, ...] = ()
+
+    def applied(self, data: dict) -> dict:
+        """`data` (a config as TOML or JSON holds it) with the flags on top that the config's own validation
+        checks (--track is checked by its section: TrackingSection.with_flags)."""
+        data = dict(data)
+        if self.storage:
+            data["storage"] = self.storage
+        if self.n_trials:
+            data["n_trials"] = self.n_trials
+        if self.workers:
+            resources = data.get("resources", {})
+            data["resources"] = (resources if isinstance(resources, dict) else {}) | {"workers": self.workers}
+        return data
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
@@ -393,31 +435,44 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return mask_in(f"{source}: {where}: {msg}", echoed if isinstance(echoed, str) else None)
 
 
-def parse_config(data: dict, source: str = "config", stored: bool = False) -> StudyConfig:
-    """`stored`: the config a study was created with, already checked then; the disk is not consulted again, and a
-    field it leaves out whose default changed since means what it meant then (prism.config.EARLIER_DEFAULTS)."""
+def parse_config(data: dict, source: str = "config", stored: bool = False, flags: Flags | None = None) -> StudyConfig:
+    """The one parse of a config per command. `stored`: the config a study was created with, already checked then;
+    the disk is not consulted again, and a field it leaves out whose default changed since means what it meant then
+    (prism.config.EARLIER_DEFAULTS). `flags`: the command line's, applied before the parse (their errors name the
+    command line)."""
+    if flags is not None and flags != Flags():
+        data = flags.applied(data)
+        source = f"{source} with the command line's flags"  # a bad --n-trials or --workers is named as such
     if stored:
         data = data | {
             name: earlier | data.get(name, {}) for name, earlier in EARLIER_DEFAULTS.items() if isinstance(data.get(name, {}), dict)
         }
     try:
-        return StudyConfig.model_validate(data, context={"stored": stored})
+        config = StudyConfig.model_validate(data, context={"stored": stored})
     except ValidationError as e:
         raise ConfigError(_format_validation_error(e, source)) from None
+    if flags is not None and flags.track:
+        config = config.model_copy(update={"tracking": config.tracking.with_flags(list(flags.track))})
+    return config
 
 
-def load_config(path: str | Path) -> StudyConfig:
-    """The one config loader: TOML file -> validated StudyConfig, or a one-line ConfigError."""
+def read_toml(path: str | Path) -> dict:
+    """A study TOML file's tables, not validated yet, or a one-line ConfigError."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"study config {str(path)!r} not found; pass the path of a .toml file such as studies/quickstart.toml")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a byte order mark some editors write
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a byte order mark some editors write
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax") from None
     except RecursionError:
         raise ConfigError(f"{path}: arrays or tables nested too deeply to read; fix: flatten them") from None
-    return parse_config(data, str(path))
+
+
+def load_config(path: str | Path, flags: Flags | None = None) -> StudyConfig:
+    """The one config loader: TOML file (and the command line's `flags`) -> validated StudyConfig, or a one-line
+    ConfigError."""
+    return parse_config(read_toml(path), str(path), flags=flags)
 
 
 def resume_command(config: StudyConfig) -> str:
@@ -428,12 +483,6 @@ def resume_command(config: StudyConfig) -> str:
     return f"prism-search resume {config.name} --storage {shown}{where}"
 
 
-def family_for(config: StudyConfig) -> ScheduleFamily:
-    """The study's schedule space, as the config declares it."""
-    counts = allowed_head_counts(config.model_config_)
-    return make_family(config.space.family, config.model.n_layer, counts, config.space.late_zone)
-
-
 def references_for(config: StudyConfig) -> list[Reference]:
-    counts = allowed_head_counts(config.model_config_)
+    counts = config.family.counts
     return [parse_reference(text, config.model.n_layer, counts, config.baseline.heads[0]) for text in config.space.references]

@@ -23,29 +23,39 @@ class _Running:
 
 @dataclass
 class Progress:
-    """Receives the driver's events; renders live on a TTY, logs one line per event otherwise. `target` and `done` count
-    trained trials: a duplicate served from the cache is shown, and counted apart (search.analysis.budget)."""
+    """The CLI's search.study.StudyProgress: renders live on a TTY, logs one line per event otherwise. `target` and
+    `done` count trained trials: a duplicate served from the cache is shown, and counted apart (search.analysis.budget).
+    Messages before `begin` (the study being opened) are printed as they are."""
 
-    study: str
-    target: int
-    done_before: int = 0  # trials trained before this run
     console: Console = field(default_factory=lambda: Console(stderr=False, markup=False))  # user text, never tags
     live: bool | None = None
 
     def __post_init__(self) -> None:
+        self.study, self.target, self.done_before = "", 0, 0
+        self.started: float | None = None
+        self._live: Live | None = None
+        if self.live is None:
+            self.live = self.console.is_terminal and sys.stdout.isatty()
+
+    def begin(self, study: str, target: int, done_before: int) -> None:
+        self.study, self.target, self.done_before = study, target, done_before  # done_before: trained before this run
         self.started = time.monotonic()
         self.running: dict[int, _Running] = {}
         self.counts = {"COMPLETE": 0, "PRUNED": 0, "FAIL": 0}
         self.served = 0
         self.best: tuple[float, str] | None = None
-        if self.live is None:
-            self.live = self.console.is_terminal and sys.stdout.isatty()
         self._live = Live(self._render(), console=self.console, refresh_per_second=2) if self.live else None
         if self._live:
             self._live.start()
 
+    def retarget(self, target: int) -> None:
+        self.target = target
+        self._update()
+
     def _log(self, text: str) -> None:
-        if not self._live:
+        if self.started is None:
+            self.console.print(text, highlight=False, soft_wrap=True)
+        elif not self._live:
             elapsed = time.monotonic() - self.started
             self.console.print(f"[{elapsed:7.1f}s] {text}", highlight=False, soft_wrap=True)
 
@@ -55,7 +65,7 @@ class Progress:
 
     def _eta(self) -> str:
         done = sum(self.counts[s] for s in ("COMPLETE", "PRUNED"))
-        if not done:
+        if not done or self.started is None:
             return "?"
         per_trial = (time.monotonic() - self.started) / done
         left = max(0, self.target - self.done_before - done)

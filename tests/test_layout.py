@@ -111,8 +111,9 @@ FORBIDDEN = {
         "ray",
         "torch",
     ),
-    # the runner trains what it is handed: prism, plus storage, config, tracking and the progress display
-    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study", "search.families", "search.analysis.stats"),
+    # the runner trains what it is handed (the config, its schedule space, the storage, the trackers) and reports
+    # into the progress protocol it defines (search.runner.progress)
+    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study", "search.analysis.stats"),
     "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
     # the dashboard reads analysis and storage (plus config), never what writes or trains
     "search.dashboard": (

@@ -41,7 +41,7 @@ from search.attrs import (
     SEED,
     WORKER,
 )
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.storage.records import FINISHED, failed_for_good, stored_config
 
 
@@ -479,7 +479,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         duplicates=done.served,
         trained=done.searched,
         confirmation_runs=done.confirmation,
-        exhausted=exhausted(done, family_for(config), config.n_trials) if done.searched < config.n_trials else None,
+        exhausted=exhausted(done, config.family, config.n_trials) if done.searched < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
         fidelity=rung_agreement,
         pruning_from=_pruning_text(rung_agreement, config, len(curves)),

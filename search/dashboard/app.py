@@ -23,10 +23,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import optuna
 import sqlalchemy
 
-from search.config import PrismSearchError
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
-from search.errors import StorageUnreachable
+from search.errors import PrismSearchError, StorageUnreachable
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
 from search.storage import StorageError, cached, dispose, open_storage
 from search.urls import mask_in, mask_url

@@ -40,7 +40,8 @@ from search.attrs import (
     TOKENS_PER_S,
     WORKER,
 )
-from search.config import ConfigError, PrismSearchError, StudyConfig
+from search.config import StudyConfig
+from search.errors import ConfigError, PrismSearchError
 from search.storage import scratch_study, trial_id
 from search.storage.records import stored_config
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from prism import Schedule, ScheduleError, validate
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.errors import PriorError
 from search.families import ScheduleFamily
 from search.outputs import check_output, write_output
@@ -24,7 +24,7 @@ PRIOR_FORMAT = "prism-prior/1"
 
 
 def make_prior(profile: dict, config: StudyConfig, family: ScheduleFamily, top_k: int = 4) -> dict:
-    """Map a profile onto the study's family (`family`, the one `config` declares: search.config.family_for; see
+    """Map a profile onto the study's family (`family`, the one `config` declares: StudyConfig.family; see
     search.priors.mapping); the result is the prior file's JSON."""
     if profile.get("n_layer") != config.model.n_layer:
         raise PriorError(
@@ -51,7 +51,7 @@ def write_prior(profile_file: str, config: StudyConfig, top_k: int, output: str)
     """`prior PROFILE STUDY.toml`: map the profile `audit` wrote onto the study's family and write the prior file
     (`output`, checked before anything is read); returns the prior."""
     check_output(output, "-o", ".json")
-    prior = make_prior(read_profile(profile_file), config, family_for(config), top_k)
+    prior = make_prior(read_profile(profile_file), config, config.family, top_k)
     write_output(output, json.dumps(prior, indent=1), "-o", ".json")
     return prior
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import optuna
 
-    from search.config import ScheduleFamily, StudyConfig  # the family the config declares (search.config.family_for)
+    from search.config import StudyConfig
+    from search.families import ScheduleFamily
     from search.tracking import Tracker
 
 

@@ -46,11 +46,11 @@ from search.attrs import (
 )
 from search.config import resume_command
 from search.errors import DatabaseUnavailable, TooManyFailures
-from search.progress import Progress
 from search.runner import cache
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.context import StudyContext
 from search.runner.messages import Evaluated, Finished, Message, Started
+from search.runner.progress import StudyProgress
 from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
@@ -172,7 +172,7 @@ class Driver:
     def __init__(
         self,
         ctx: StudyContext,
-        progress: Progress | None = None,
+        progress: StudyProgress | None = None,
         *,
         stopping: Stopping,
         racing: Racing | None = None,

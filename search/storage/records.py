@@ -14,7 +14,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.attrs import ATTR_CONFIG, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, THROUGHPUT_RATIO, heads_attr
-from search.config import ConfigError, PrismSearchError, StudyConfig, parse_config
+from search.config import Flags, StudyConfig, parse_config
+from search.errors import ConfigError, PrismSearchError
 
 if TYPE_CHECKING:
     from prism import Schedule, TrainResult
@@ -63,16 +64,20 @@ def failed_for_good(trials: Sequence[FrozenTrial]) -> dict[tuple, FrozenTrial]:
     return {run: ts[-1] for run, ts in tries.items() if all(t.state == TrialState.FAIL for t in ts) and run[1:] not in alive}
 
 
-def stored_config(study: optuna.Study) -> StudyConfig:
+def stored_config(study: optuna.Study, flags: Flags | None = None) -> StudyConfig:
+    """The config `study` was created with (the command line's `flags` on top), parsed once."""
     raw = study.user_attrs.get(ATTR_CONFIG)
     if raw is None:
         raise PrismSearchError(f"study {study.study_name!r} was not created by prism-search (no stored config)")
     source = f"stored config of study {study.study_name!r}"
     try:
-        return parse_config(json.loads(raw), source, stored=True)
+        return parse_config(json.loads(raw), source, stored=True, flags=flags)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{source}: not valid JSON ({e}); the study attr {ATTR_CONFIG!r} was changed outside prism-search") from None
-    except ConfigError as e:  # the TOML hint ("remove it") does not apply to a stored study
+    except ConfigError as e:
+        if flags is not None and flags != Flags():
+            raise  # a command-line flag out of bounds: its message names it
+        # the TOML hint ("remove it") does not apply to a stored study
         raise ConfigError(f"{str(e).split('; ')[0]}; open the study with the prism-search version that created it") from None
 
 

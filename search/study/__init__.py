@@ -6,26 +6,32 @@ Arrows: the CLI calls the study; the study calls the schedule space, the runner,
 Importing this package loads neither Ray nor torch: the functions that train import them.
 """
 
+from search.runner.progress import LogProgress, StudyProgress
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import open_study, reopen_study
 from search.study.export import render
 from search.study.failures import database_failure
-from search.study.lifecycle import confirm, execute, interrupted, narrow_sampler, prior_from_baseline, reopen, seed_study
+from search.study.lifecycle import StudyInterrupted, confirm, execute, narrow_sampler, prior_from_baseline, seed_study
 from search.study.pruning import OptunaPruning, RungStopping, make_pruner, make_stopping
 from search.study.samplers import PriorSampler, ScheduleGridSampler, make_sampler
 from search.study.single import SingleRun, analyze, resolve, train_single
+from search.study.study import Study, TrialRow
 
 __all__ = [
+    "LogProgress",
     "OptunaPruning",
     "PriorSampler",
     "RungStopping",
     "ScheduleGridSampler",
     "SingleRun",
+    "Study",
+    "StudyInterrupted",
+    "StudyProgress",
+    "TrialRow",
     "analyze",
     "confirm",
     "database_failure",
     "execute",
-    "interrupted",
     "make_pruner",
     "make_sampler",
     "make_stopping",
@@ -33,7 +39,6 @@ __all__ = [
     "open_study",
     "prior_from_baseline",
     "render",
-    "reopen",
     "reopen_study",
     "resolve",
     "run_confirmation",

@@ -17,7 +17,8 @@ from prism import Schedule
 from search.analysis.budget import budget
 from search.analysis.summary import ConfirmationRow, confirmation_rows, schedule_ranking
 from search.attrs import ATTR_CONFIRMATION_PLAN, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
-from search.config import PrismSearchError, StudyConfig
+from search.config import StudyConfig
+from search.errors import PrismSearchError
 from search.runner.context import StudyContext
 from search.storage.records import enqueue
 from search.study.pruning import make_stopping
@@ -77,6 +78,6 @@ def run_confirmation(ctx: StudyContext, top: int, seeds: int, n_workers: int, pr
     done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed)
     target = done.trained + done.running + queued
     if progress is not None:
-        progress.target = target  # what is really left, now that runs held from an earlier `confirm` are known
+        progress.retarget(target)  # what is really left, now that runs held from an earlier `confirm` are known
     driver.run(target, n_workers)
     return collect(ctx.study)

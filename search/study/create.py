@@ -18,7 +18,8 @@ import optuna
 from optuna.trial import TrialState
 
 from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
-from search.config import OBJECTIVES, PrismSearchError, StudyConfig, family_for, references_for
+from search.config import OBJECTIVES, StudyConfig, references_for
+from search.errors import PrismSearchError
 from search.runner.context import StudyContext
 from search.storage.records import enqueue, failed_for_good, run_of, stored_config
 from search.study.pruning import make_pruner
@@ -42,7 +43,7 @@ def open_study(
     """Create the study (`run`) or reopen it after checking nothing drifted, and queue the baseline and reference
     runs it lacks (callers hold the creation lock); returns its context. `trackers`: the command's
     (search.tracking.make_trackers), made before anything is stored."""
-    family = family_for(config)
+    family = config.family
     study = optuna.create_study(
         study_name=config.name,
         storage=storage,
@@ -74,7 +75,7 @@ def reopen_study(study: optuna.Study, config: StudyConfig, fingerprint: str, tra
     sampler and pruner `config` asks for, and its corpus checked against the one loaded (`fix`: what to do when
     they differ). Returns its context."""
     check_same_corpus(study, fingerprint, fix=fix)
-    family = family_for(config)
+    family = config.family
     study.sampler, study.pruner = make_sampler(config, family), make_pruner(config)
     return StudyContext(config, family, study, fingerprint, tuple(trackers))
 

@@ -17,7 +17,8 @@ from search.analysis.budget import budget
 from search.analysis.sequential import Plan, State, state
 from search.analysis.summary import study_runs
 from search.attrs import RETRY_OF, ROLE_RACE, SCHEDULE, SEED
-from search.config import PrismSearchError, StudyConfig
+from search.config import StudyConfig
+from search.errors import PrismSearchError
 from search.runner.context import StudyContext
 from search.storage.records import enqueue
 

@@ -23,7 +23,8 @@ from search.attrs import (
     TOKENS_PER_S,
     heads_attr,
 )
-from search.storage.records import FINISHED, stored_config
+from search.config import StudyConfig
+from search.storage.records import FINISHED
 
 _ATTRS = (
     ROLE,
@@ -40,8 +41,8 @@ _ATTRS = (
 )
 
 
-def rows(study: optuna.Study) -> list[dict]:
-    config = stored_config(study)
+def rows(study: optuna.Study, config: StudyConfig) -> list[dict]:
+    """Every finished trial of `study` (whose config is `config`) as one flat row."""
     out = []
     for t in study.get_trials(deepcopy=False, states=FINISHED):
         row = {"number": t.number, "state": t.state.name}
@@ -53,8 +54,8 @@ def rows(study: optuna.Study) -> list[dict]:
     return out
 
 
-def render(study: optuna.Study, fmt: str) -> str:
-    data = rows(study)
+def render(study: optuna.Study, config: StudyConfig, fmt: str) -> str:
+    data = rows(study, config)
     if fmt == "json":
         return jsonout.dumps(data, indent=2)
     buffer = io.StringIO()

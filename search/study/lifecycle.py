@@ -18,23 +18,23 @@ from dataclasses import dataclass, replace
 
 import optuna
 from optuna.trial import TrialState
-from rich.console import Console
 
 from prism import Schedule
 from search.analysis.budget import budget, exhausted
 from search.analysis.racing import Racing
 from search.analysis.sequential import plan_of
-from search.analysis.stored import is_stored, stored_study
+from search.analysis.stored import is_stored
 from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
-from search.config import StudyConfig, resume_command
+from search.config import StudyConfig
 from search.errors import AuditError, ConfigError, PriorError
 from search.preflight import preflight
 from search.runner.cluster import check_cluster
 from search.runner.context import StudyContext
+from search.runner.progress import StudyProgress
 from search.signals import sigterm_as_ctrl_c
 from search.storage import creation_lock, driver_lock, open_storage
-from search.storage.records import enqueue, stored_config
+from search.storage.records import enqueue
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import enqueue_missing_baselines, open_study, reopen_study, store_config
 from search.study.experiment import current, run_experiment
@@ -68,25 +68,22 @@ def parse_prior(flag: str | None, config: StudyConfig) -> PriorChoice:
     return PriorFile(read_prior(flag, config))
 
 
-def reopen(name: str, url: str, address: str | None = None) -> tuple[optuna.Study, StudyConfig]:
-    """`resume` and `confirm`: the stored study and its config, read once; the command puts its flags on the config
-    (StudyConfig.with_flags) and hands both back. `address` (resume's --address) is checked before the storage is
-    read: a cluster needs a network storage."""
-    check_cluster(address, url)
-    study = stored_study(name, url)
-    return study, stored_config(study)
-
-
 class StudyInterrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM once the study is open: it is stored, so saying how to go on needs no database read, which
-    a loaded machine may not finish in time (`ray job stop` kills the driver 3 s after its SIGTERM)."""
+    """Ctrl-C or SIGTERM during a study's run, resume or confirmation; in-flight trials were queued again.
+    `stored`: whether the study exists in its storage (False: interrupted before it was created, nothing was
+    stored). Known without a database read where the study was open, which a loaded machine may not finish in
+    time (`ray job stop` kills the driver 3 s after its SIGTERM)."""
+
+    def __init__(self, stored: bool) -> None:
+        super().__init__("interrupted")
+        self.stored = stored
 
 
 def execute(
     config: StudyConfig,
     address: str | None,
     *,
-    console: Console,
+    progress: StudyProgress,
     resumed: optuna.Study | None = None,
     prior: str | None = None,
     retry_baselines: bool = False,
@@ -97,7 +94,7 @@ def execute(
     space and the study are resolved here once, into the study's context, and handed down.
 
     Returns the study and the wall time of the trials driven (None: the study had reached its target). A Ctrl-C
-    or SIGTERM arrives as KeyboardInterrupt after in-flight trials were queued again."""
+    or SIGTERM raises StudyInterrupted after in-flight trials were queued again."""
     from search.tracking import make_trackers
 
     choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
@@ -117,52 +114,49 @@ def execute(
                 store_config(ctx.study, config)  # a new --n-trials target, stored as `run` stores it
                 missing = enqueue_missing_baselines(ctx, retry_failed=retry_baselines)
                 if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
-                    console.print(f"queued the baseline runs the study lacked: {', '.join(missing)}", highlight=False)
+                    progress.note(f"queued the baseline runs the study lacked: {', '.join(missing)}")
         try:
-            return _drive(ctx, address, console=console, prior=choice)
+            return _drive(ctx, address, progress=progress, prior=choice)
+        except StudyInterrupted:
+            raise
         except KeyboardInterrupt as interrupt:
-            raise StudyInterrupted from interrupt
+            raise StudyInterrupted(stored=True) from interrupt
 
 
-def interrupted(config: StudyConfig, interrupt: KeyboardInterrupt, *, resuming: bool) -> str:
-    """What a Ctrl-C or SIGTERM during `run` or `resume` left, and what to do next: only a stored study (its config
-    marks it created) has anything to resume; the database is asked only when `interrupt` came before it was open."""
-    if resuming or isinstance(interrupt, StudyInterrupted) or is_stored(config.name, config.storage):
-        return f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(config)}"
-    return f"interrupted before study {config.name!r} was created: nothing was stored; run it again to start it"
+def stored_when_interrupted(config: StudyConfig, interrupt: KeyboardInterrupt, *, resuming: bool) -> StudyInterrupted:
+    """A Ctrl-C or SIGTERM during `run` or `resume`, told apart by whether the study is stored (its config marks it
+    created): the database is asked only when `interrupt` came before the study was open."""
+    if isinstance(interrupt, StudyInterrupted):
+        return interrupt
+    return StudyInterrupted(stored=resuming or is_stored(config.name, config.storage))
 
 
-def _drive(ctx: StudyContext, address: str | None, *, console: Console, prior: PriorChoice) -> tuple[optuna.Study, float | None]:
+def _drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, prior: PriorChoice) -> tuple[optuna.Study, float | None]:
     """execute's work, under the driver lock, once the study is open: from recovering what a lost driver left to
     the study's target."""
-    from search.progress import Progress
     from search.runner.driver import Driver, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
 
     study, config = ctx.study, ctx.config
     delivered = deliver_undelivered(study)
     if delivered:
-        console.print(f"stored results kept while the database was down: trials {delivered}")
+        progress.note(f"stored results kept while the database was down: trials {delivered}")
     requeued = requeue_stale_trials(ctx)
     if requeued:
-        console.print(f"recovered trials left running by a lost driver: {requeued} (queued again)")
+        progress.note(f"recovered trials left running by a lost driver: {requeued} (queued again)")
     done = budget(study.get_trials(deepcopy=False), config.seed)
     plan = plan_of(config)
     if plan is not None and (decided := current(study, config, plan)).next_seed is None:
-        console.print(f"experiment {config.name} has ended: {decided.text()}; nothing to run", soft_wrap=True, highlight=False)
+        progress.note(f"experiment {config.name} has ended: {decided.text()}; nothing to run")
         return study, None
     full = exhausted(done, ctx.family, config.n_trials)
     if plan is None and (done.searched >= config.n_trials or full):
         why = f" ({full})" if full and done.searched < config.n_trials else ""
-        console.print(
-            f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run",
-            soft_wrap=True,
-            highlight=False,
-        )
+        progress.note(f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run")
         return study, None
     workers = config.resources.workers
-    _join_ray(address, config, console)
-    progress = Progress(config.name, config.n_trials, done.searched, console=console)
+    _join_ray(address, config, progress)
+    progress.begin(config.name, config.n_trials, done.searched)
     started = time.monotonic()
     try:
         with sigterm_as_ctrl_c():
@@ -179,11 +173,12 @@ def _drive(ctx: StudyContext, address: str | None, *, console: Console, prior: P
     return study, time.monotonic() - started
 
 
-def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, address: str | None, console: Console) -> list[ConfirmationRow]:
+def confirm(
+    study: optuna.Study, config: StudyConfig, top: int, seeds: int, address: str | None, progress: StudyProgress
+) -> list[ConfirmationRow]:
     """`confirm`: re-train the `top` schedules and uniform on fresh seeds (search.study.confirmation); returns the
-    confirmation rows. `study`: the stored study `reopen` read; `config`: its config with the command's flags
-    (workers, trackers: a stored URI keeps no credentials, search.urls)."""
-    from search.progress import Progress
+    confirmation rows. `study`: the stored study; `config`: its config with the command's flags (workers, trackers:
+    a stored URI keeps no credentials, search.urls)."""
     from search.tracking import make_trackers
 
     fingerprint = preflight(config, address=address)
@@ -192,29 +187,31 @@ def confirm(study: optuna.Study, config: StudyConfig, top: int, seeds: int, addr
     ctx = reopen_study(study, config, fingerprint, trackers, fix="confirm where the study's corpus is")
     n_workers = config.resources.workers
     with driver_lock(config.storage):
-        _join_ray(address, config, console)
+        _join_ray(address, config, progress)
         done = budget(study.get_trials(deepcopy=False), config.seed).trained
-        progress = Progress(study.study_name, done + planned, done, console=console)
+        progress.begin(study.study_name, done + planned, done)
         try:
             with sigterm_as_ctrl_c():
                 return run_confirmation(ctx, top, seeds, n_workers, progress)
+        except KeyboardInterrupt as interrupt:
+            raise StudyInterrupted(stored=True) from interrupt
         finally:
             progress.close()
 
 
-def _join_ray(address: str | None, config: StudyConfig, console: Console) -> None:
+def _join_ray(address: str | None, config: StudyConfig, progress: StudyProgress) -> None:
     """Start a local Ray sized for the run's workers, or join the cluster at `address`: its dashboard is printed,
     and a note when no node could hold one trial now."""
     from search.runner.driver import connect_ray, unfit_trial_note
 
     resources = config.resources
     if dashboard := connect_ray(address, num_cpus=resources.workers * resources.cpus_per_trial):
-        console.print(f"Ray cluster dashboard: http://{dashboard}", highlight=False)
+        progress.note(f"Ray cluster dashboard: http://{dashboard}")
     if address and (note := unfit_trial_note(resources.cpus_per_trial, resources.gpus_per_trial)):
-        console.print(note, highlight=False, soft_wrap=True)
+        progress.note(note)
 
 
-def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress) -> None:
+def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress: StudyProgress) -> None:
     """`--prior auto`: train the baselines keeping checkpoints, audit the paired one, seed; a prior file: seed.
     A study seeded before (also on resume) gets its narrowing sampler back."""
     from search.runner.driver import Driver

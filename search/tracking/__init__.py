@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from search.config import PrismSearchError, TrackingSection
-from search.errors import ConfigError
+from search.config import TrackingSection
+from search.errors import ConfigError, PrismSearchError
 from search.tracking._base import Tracker, TrialRecord
 from search.tracking._mlflow import MLflowTracker
 from search.tracking._tensorboard import TensorBoardTracker

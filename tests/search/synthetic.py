@@ -29,7 +29,7 @@ from search.attrs import (
     SEED,
     WORKER,
 )
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.storage.records import schedule_attrs
 
 LOSS_FLOOR = 1.85
@@ -73,7 +73,7 @@ def synthetic_study(
 ) -> optuna.Study:
     """Create study `config.name` with `n_trials` finished trials (+`running` RUNNING, `failed` FAIL ones)."""
     rng = random.Random(seed)
-    family = family_for(config)
+    family = config.family
     fewest = family.counts[0]
     directions: list[Literal["minimize", "maximize"]] = ["minimize", "maximize"] if multi_objective else ["minimize"]
     study = optuna.create_study(study_name=config.name, storage=storage, directions=directions)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from prism import load_checkpoint
 from search.analysis.summary import is_paired_baseline
 from search.cli import app
-from search.config import ConfigError
+from search.errors import ConfigError
 from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage

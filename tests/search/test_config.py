@@ -2,7 +2,8 @@ import tomllib
 
 import pytest
 
-from search.config import ConfigError, load_config, parse_config, references_for
+from search.config import Flags, load_config, parse_config, references_for
+from search.errors import ConfigError
 from search.study.pruning import budget_tokens, rungs
 from tests.search.conftest import ROOT
 
@@ -21,7 +22,17 @@ def test_a_config_stored_before_the_defaults_changed_keeps_what_it_trained():
     assert (stored.model.mlp, stored.train.fused_adamw) == ("gelu", "cuda")
     named = parse_config({"name": "x", "model": {"mlp": "swiglu"}, "train": {"fused_adamw": "always"}}, stored=True)
     assert (named.model.mlp, named.train.fused_adamw) == ("swiglu", "always")  # what a stored config names stands
-    assert stored.with_flags(n_trials=3).model.mlp == "gelu" and new.with_flags(n_trials=3).model.mlp == "gelu-exact"
+    flagged = parse_config({"name": "x"}, stored=True, flags=Flags(n_trials=3))
+    assert (flagged.model.mlp, flagged.n_trials) == ("gelu", 3)  # the command line's flags keep what was stored
+
+
+def test_the_command_lines_flags_are_checked_by_the_configs_own_bounds():
+    config = parse_config({"name": "x", "resources": {"cpus_per_trial": 2}}, flags=Flags(n_trials=7, workers=3, storage="sqlite:///f.db"))
+    assert (config.n_trials, config.resources.workers, config.resources.cpus_per_trial, config.storage) == (7, 3, 2, "sqlite:///f.db")
+    with pytest.raises(ConfigError, match=r"^config with the command line's flags: n_trials: .*less than or equal to 1000000"):
+        parse_config({"name": "x"}, flags=Flags(n_trials=10**7))
+    tracked = parse_config({"name": "x"}, flags=Flags(track=("tensorboard=tb",)))
+    assert tracked.tracking.tensorboard is not None and tracked.tracking.tensorboard.endswith("/tb")
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ import pytest
 from pydantic import BaseModel
 
 from prism import ModelConfig, TrainConfig
-from search.config import ConfigError, StudyConfig, load_config, parse_config
+from search.config import StudyConfig, load_config, parse_config
+from search.errors import ConfigError
 
 
 def _numeric_fields(model: type[BaseModel] = StudyConfig, prefix: tuple[str, ...] = ()):

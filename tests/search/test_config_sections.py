@@ -5,7 +5,8 @@ from dataclasses import fields
 import pytest
 
 from prism import ModelConfig, TrainConfig
-from search.config import ConfigError, parse_config
+from search.config import parse_config
+from search.errors import ConfigError
 
 
 def test_sections_are_prism_configs_field_for_field():

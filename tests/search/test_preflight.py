@@ -10,7 +10,8 @@ import optuna
 import pytest
 import torch
 
-from search.config import ConfigError, StudyConfig
+from search.config import StudyConfig
+from search.errors import ConfigError
 from search.preflight import SIZE_FIELDS, check_corpus, preflight, training_bytes
 from search.storage import open_storage
 from search.study import open_study

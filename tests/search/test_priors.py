@@ -6,7 +6,6 @@ import json
 import pytest
 
 from prism import Schedule
-from search.config import family_for
 from search.families import RampFamily, UniformFamily
 from search.priors import PriorError, Zone, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior
 
@@ -93,11 +92,11 @@ def test_a_family_without_ramps_gets_its_nearest_members():
 
 def test_make_prior_refuses_a_profile_of_another_depth(tiny_config):
     with pytest.raises(PriorError, match=r"profile is of a 8-layer model.*n_layer=3"):
-        make_prior(_profile(8, [3]), tiny_config, family_for(tiny_config))
+        make_prior(_profile(8, [3]), tiny_config, tiny_config.family)
 
 
 def test_read_prior_checks_depth_and_schedules(tiny_config, tmp_path):
-    prior = make_prior(_profile(3, [1]), tiny_config, family_for(tiny_config))
+    prior = make_prior(_profile(3, [1]), tiny_config, tiny_config.family)
     path = tmp_path / "prior.json"
     path.write_text(json.dumps(prior))
     assert read_prior(path, tiny_config)["schedules"] == prior["schedules"]

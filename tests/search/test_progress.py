@@ -8,7 +8,9 @@ from search.progress import Progress
 
 def _progress(live):
     buffer = io.StringIO()
-    return Progress("demo", target=4, console=Console(file=buffer, width=120, force_terminal=live), live=live), buffer
+    progress = Progress(console=Console(file=buffer, width=120, force_terminal=live), live=live)
+    progress.begin("demo", target=4, done_before=0)
+    return progress, buffer
 
 
 def test_plain_log_lines_when_not_a_terminal():
@@ -47,3 +49,36 @@ def test_a_served_duplicate_is_shown_but_not_counted_as_done():
     rendered.print(progress._render())
     screen = rendered.export_text()
     assert "done 0/4" in screen and "served from cache 1" in screen and "ETA ?" in screen
+
+
+def test_a_note_before_the_run_begins_is_printed_as_it_is():
+    """Recovered trials and the Ray dashboard are noted while the study is being opened, before trials train."""
+    buffer = io.StringIO()
+    progress = Progress(console=Console(file=buffer, width=120), live=False)
+    progress.note("recovered trials left running by a lost driver: [3] (queued again)")
+    progress.begin("demo", target=4, done_before=1)
+    progress.note("racing: queued 1x4 at seed 1")
+    first, second = buffer.getvalue().splitlines()
+    assert first == "recovered trials left running by a lost driver: [3] (queued again)"
+    assert second.endswith("s] racing: queued 1x4 at seed 1") and second.startswith("[")
+
+
+def test_log_progress_says_k_of_n_and_the_time_left(caplog):
+    """Outside the CLI (a notebook, a Ray Job) progress goes to the `search` logger, one line per finished trial."""
+    import logging
+
+    from search import LogProgress
+
+    progress = LogProgress()
+    with caplog.at_level(logging.INFO, logger="search"):
+        progress.begin("demo", target=3, done_before=1)
+        progress.started_trial(4, "1x2,4x2", "search")
+        progress.finished(4, "COMPLETE", 2.5)
+        progress.finished(5, "COMPLETE", 2.4, served=True)  # a duplicate served from the cache: not counted
+        progress.finished(6, "PRUNED", 2.9)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "study demo: 1 of 3 trials trained, training the rest"
+    assert lines[2].startswith("trial 4 COMPLETE val loss 2.5000 (2 of 3, about ") and lines[2].endswith(" s left)")
+    assert lines[3].startswith("trial 5 COMPLETE val loss 2.4000 (2 of 3, about ")
+    assert lines[3].endswith(": served from the cache, not counted")
+    assert lines[4] == "trial 6 PRUNED val loss 2.9000 (3 of 3)"

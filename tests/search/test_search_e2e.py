@@ -7,7 +7,7 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.analysis.summary import summarize
 from search.attrs import DUPLICATE_ATTR
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage
@@ -77,7 +77,7 @@ def _check(config: StudyConfig, study: optuna.Study, expected_trained: int) -> l
     trials = study.get_trials()
     assert sum(t.state in FINISHED and DUPLICATE_ATTR not in t.user_attrs for t in trials) == expected_trained  # served ones do not count
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING, TrialState.FAIL)]
-    family = family_for(config)
+    family = config.family
     trained: dict[tuple[str, int], optuna.trial.FrozenTrial] = {}
     for t in trials:
         schedule = Schedule.parse(t.user_attrs["schedule"])
@@ -102,7 +102,7 @@ def _case_checks(name: str, config: StudyConfig, trials: list, study: optuna.Stu
     summary = summarize(study)
     if name == "uniform-grid-successive-halving":
         grid = [t.user_attrs["schedule"] for t in trials if t.user_attrs["role"] == "search"]
-        assert grid == [str(s) for s in family_for(config).enumerate()]  # every schedule once, in order
+        assert grid == [str(s) for s in config.family.enumerate()]  # every schedule once, in order
         assert trials[2].user_attrs[DUPLICATE_ATTR] == 0  # the grid's 1x3 at seed 0 is the baseline's run
         assert summary.uniform_noise_floor is not None and "selected as best of" in summary.gap_text()
         assert summary.exhausted == "the space is exhausted: 3 distinct schedules trained (all of the 'uniform' space)"

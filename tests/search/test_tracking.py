@@ -17,7 +17,8 @@ import pytest
 from optuna.trial import TrialState
 
 from search.analysis.budget import is_served
-from search.config import ConfigError, TrackingSection
+from search.config import TrackingSection
+from search.errors import ConfigError
 from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.storage import open_storage

@@ -13,7 +13,8 @@ from optuna.trial import TrialState
 
 from prism import load_checkpoint
 from search.analysis.summary import summarize
-from search.config import ConfigError, parse_config
+from search.config import parse_config
+from search.errors import ConfigError
 from search.preflight import check_corpus
 from search.runner.checkpoints import keep_checkpoints
 from search.runner.driver import Driver

@@ -21,7 +21,6 @@ from rich.console import Console
 from prism import Schedule
 from search.analysis.budget import budget
 from search.attrs import DUPLICATE_ATTR, ROLE_SEARCH
-from search.config import family_for
 from search.preflight import check_corpus
 from search.progress import Progress
 from search.runner import driver as driver_module
@@ -29,9 +28,10 @@ from search.runner.driver import DatabaseUnavailable, Driver
 from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage, stale_trial_ids, storage_of, trial_id
 from search.storage.records import FINISHED, enqueue, schedule_attrs
+from search.study import Study
 from search.study.confirmation import plan
 from search.study.create import open_study
-from search.study.lifecycle import confirm, execute, reopen
+from search.study.lifecycle import confirm
 from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
@@ -132,8 +132,7 @@ def _one_worker_study(tiny_config, n_trials):
 
 def _resume(config, out=None):
     """`resume` as the CLI runs it: the stored study read once, then driven with the config it was created with."""
-    study, _ = reopen(config.name, config.storage)
-    execute(config, None, console=Console(file=out or io.StringIO()), resumed=study)
+    Study.load(config.name, storage=config.storage).resume(progress=Progress(console=Console(file=out or io.StringIO())))
 
 
 def _taken_by_a_driver_that_dies(study, duplicate_of=None):
@@ -157,7 +156,7 @@ def test_resume_runs_again_a_lost_trial_but_not_its_lost_served_copy(ray_local, 
     ctx = _one_worker_study(tiny_config, n_trials=1)
     config, study = ctx.config, ctx.study
     original = _taken_by_a_driver_that_dies(study)  # the baseline, queued at creation
-    enqueue(study, family_for(config), config.baseline, role=ROLE_SEARCH, seed=config.seed)
+    enqueue(study, config.family, config.baseline, role=ROLE_SEARCH, seed=config.seed)
     copy = _taken_by_a_driver_that_dies(study, duplicate_of=original)
     time.sleep(fast_heartbeat + 1.1)  # SQLite keeps whole seconds: both heartbeats are now older than the grace
     _resume(config)
@@ -174,7 +173,7 @@ def test_resume_does_not_queue_again_its_copy_of_a_trial_lost_after_it_started(r
     could be left waiting once the study is full (the flaky `kill at a random moment` failure)."""
     ctx = _one_worker_study(tiny_config, n_trials=2)
     config, study = ctx.config, ctx.study
-    enqueue(study, family_for(config), config.baseline, role=ROLE_SEARCH, seed=config.seed)
+    enqueue(study, config.family, config.baseline, role=ROLE_SEARCH, seed=config.seed)
     original = _taken_by_a_driver_that_dies(study)
     _resume(config)
     study = _assert_complete(config.storage, 2)
@@ -228,7 +227,7 @@ def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local,
     study.tell(best, [2.5])
     assert plan(ctx, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
     lost = _taken_by_a_driver_that_dies(study)
-    rows = confirm(study, config, 1, 1, address=None, console=Console(file=io.StringIO()))
+    rows = confirm(study, config, 1, 1, address=None, progress=Progress(console=Console(file=io.StringIO())))
     study = _assert_complete(config.storage, 4)
     runs = [t for t in study.get_trials(states=FINISHED) if t.user_attrs["role"] == "confirm"]
     assert sorted(t.user_attrs["schedule"] for t in runs) == sorted(["1x3", "1x1,2x1,4x1"])
@@ -264,7 +263,8 @@ class _WorkerLostToAnInterrupt(Progress):
     reaches the driver before its next turn's interrupt check does."""
 
     def __init__(self):
-        super().__init__("tiny", 1, live=False)
+        super().__init__(live=False)
+        self.begin("tiny", target=1, done_before=0)
         self.driver: Driver | None = None
 
     def started_trial(self, number, schedule, role):
@@ -392,7 +392,8 @@ class _CutAt(Progress):
     """Progress that cuts the database at a chosen evaluation, so the outage lands where the test needs it."""
 
     def __init__(self, proxy, when, outage_s=None):
-        super().__init__("tiny", 3, live=False)
+        super().__init__(live=False)
+        self.begin("tiny", target=3, done_before=0)
         self.proxy, self.when, self.outage_s, self.done = proxy, when, outage_s, False
         self.on_cut = lambda: None
 

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.e2e
 
 # what a command resolves; each is the function every caller reaches, whichever module it was imported into
 RESOLVERS = {
-    "family_for": "search.config",
+    "parse_config": "search.config",  # a config parsed once, the command line's flags with it
+    "make_family": "search.families",  # the schedule space: built once, by the parse (StudyConfig.family)
     "stored_config": "search.storage.records",
     "make_trackers": "search.tracking",
     "open_storage": "search.storage.database",
@@ -61,7 +62,8 @@ def calls(monkeypatch) -> collections.Counter:
 
 
 def test_run_resume_and_confirm_resolve_each_value_once(ray_local, calls, tmp_path, monkeypatch):
-    """On every heartbeat (1 s here) the driver used to parse the stored config again, and `resume` opened the
+    """The config is parsed once per command, its flags with it, and its schedule space built once (by the parse).
+    On every heartbeat (1 s here) the driver used to parse the stored config again, and `resume` opened the
     storage, loaded the study, checked the cluster and made the trackers twice or more, and every command that
     trains loaded the corpus twice (preflight's check, then its fingerprint), and the summary a command printed at
     its end parsed the stored config once more."""
@@ -70,7 +72,7 @@ def test_run_resume_and_confirm_resolve_each_value_once(ray_local, calls, tmp_pa
     toml = tmp_path / "tiny.toml"
     toml.write_text((ROOT / "studies" / "tiny.toml").read_text().replace("steps = 60", "steps = 20"))
     url = ["--storage", f"sqlite:///{tmp_path / 'tiny.db'}"]
-    once = {"family_for": 1, "make_trackers": 1, "open_storage": 1, "load_corpus": 1, "check_cluster": 1}
+    once = {"parse_config": 1, "make_family": 1, "make_trackers": 1, "open_storage": 1, "load_corpus": 1, "check_cluster": 1}
     for command, stored_configs in (
         (["run", str(toml), *url, "--n-trials", "3"], 0),  # the config is the file's
         (["resume", "tiny", *url, "--n-trials", "4"], 1),  # reopen's
@@ -81,3 +83,13 @@ def test_run_resume_and_confirm_resolve_each_value_once(ray_local, calls, tmp_pa
         assert result.exit_code == 0, result.output
         assert "trained" in result.output or "confirmation" in result.output
         assert calls == collections.Counter(once | {"stored_config": stored_configs}), command[0]
+
+
+def test_the_model_config_baseline_and_space_are_resolved_by_the_parse(tiny_config):
+    """Read on every trial (the driver's spec, enqueueing, the summary): the same objects each time, never rebuilt."""
+    assert tiny_config.model_config_ is tiny_config.model_config_ and tiny_config.baseline is tiny_config.baseline
+    assert tiny_config.family is tiny_config.family and str(tiny_config.baseline) == "1x3"
+    copied = tiny_config.model_copy(update={"n_trials": 3})  # what --prior auto's keeping_checkpoints does
+    assert copied.family is tiny_config.family and copied.model_config_ is tiny_config.model_config_
+    space = tiny_config.space.model_copy(update={"family": "uniform"})
+    assert tiny_config.model_copy(update={"space": space}).family.name == "uniform"  # a copy with another space

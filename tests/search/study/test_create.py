@@ -46,7 +46,7 @@ def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_o
     from optuna.trial import TrialState, create_trial
 
     from search.attrs import ATTR_FINGERPRINT
-    from search.config import family_for, references_for
+    from search.config import references_for
     from search.storage.records import enqueue, schedule_attrs
     from search.study.create import store_config
 
@@ -56,7 +56,7 @@ def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_o
     study = optuna.create_study(study_name="tiny", storage=open_storage(config.storage))
     study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
     store_config(study, config)
-    enqueue(study, family_for(config), config.baseline, role="baseline", seed=config.seed)  # then the kill
+    enqueue(study, config.family, config.baseline, role="baseline", seed=config.seed)  # then the kill
     dist = {"x": optuna.distributions.IntDistribution(0, 2)}
     done = schedule_attrs(config.baseline, "search", config.seed)  # the target is reached: resume trains nothing
     study.add_trial(create_trial(params={"x": 1}, distributions=dist, value=2.0, user_attrs=done | {"tokens_per_s": 1.0}))

@@ -6,7 +6,8 @@ from optuna.trial import TrialState
 
 from search.analysis.sequential import plan_of
 from search.attrs import ERROR, RETRY_OF, SCHEDULE, SEED
-from search.config import ExperimentSection, PrismSearchError
+from search.config import ExperimentSection
+from search.errors import PrismSearchError
 from search.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study

@@ -40,7 +40,8 @@ def test_an_interrupt_after_the_study_is_open_says_resume_without_reading_the_da
 
     reads = []
     monkeypatch.setattr(lifecycle, "is_stored", lambda name, url: reads.append(name) or False)
-    assert "prism-search resume tiny" in lifecycle.interrupted(tiny_config, lifecycle.StudyInterrupted(), resuming=False)
+    assert lifecycle.stored_when_interrupted(tiny_config, lifecycle.StudyInterrupted(stored=True), resuming=False).stored
     assert reads == []
-    before = lifecycle.interrupted(tiny_config, KeyboardInterrupt(), resuming=False)
-    assert before.startswith("interrupted before study 'tiny' was created") and reads == ["tiny"]
+    assert not lifecycle.stored_when_interrupted(tiny_config, KeyboardInterrupt(), resuming=False).stored
+    assert reads == ["tiny"]
+    assert lifecycle.stored_when_interrupted(tiny_config, KeyboardInterrupt(), resuming=True).stored and reads == ["tiny"]

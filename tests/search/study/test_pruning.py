@@ -5,7 +5,7 @@ import pytest
 from optuna.trial import TrialState
 
 from prism import EvalPoint
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.runner.context import StudyContext
 from search.study.pruning import RungStopping, make_pruner, make_stopping, promotable, rungs
 
@@ -38,7 +38,7 @@ def _point(tokens, loss):
 def test_weak_multi_objective_trials_stop_at_a_rung_and_strong_ones_go_on(tiny_config):
     config = _config(tiny_config, reduction_factor=2)
     study = optuna.create_study(directions=["minimize", "maximize"])
-    stopper = make_stopping(StudyContext(config, family_for(config), study, fingerprint="test"))
+    stopper = make_stopping(StudyContext(config, config.family, study, fingerprint="test"))
     assert isinstance(stopper, RungStopping)
     with pytest.raises(NotImplementedError):  # why this module exists
         optuna.create_study(directions=["minimize", "maximize"]).ask().report(1.0, 1)

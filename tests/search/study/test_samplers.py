@@ -5,7 +5,7 @@ import pytest
 
 from prism import Schedule
 from search.attrs import GRID_INDEX
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.study.samplers import GridExhausted, ScheduleGridSampler, make_sampler
 
 
@@ -20,7 +20,7 @@ def _config(tiny_config, sampler, family="ramp"):
 
 def _walk(config, n):
     """Schedules a sampler proposes for a deterministic objective (the sum of head counts)."""
-    family = family_for(config)
+    family = config.family
     study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config, family))
     out = []
     for _ in range(n):
@@ -46,7 +46,7 @@ def test_grid_visits_every_schedule_once_in_family_order(tiny_config, family):
     data["space"] |= {"family": family, "late_zone": (0.5, 0.9)}
     data["search"] |= {"sampler": "grid"}
     config = StudyConfig.model_validate(data)
-    members = [str(s) for s in family_for(config).enumerate()]
+    members = [str(s) for s in config.family.enumerate()]
     assert _walk(config, len(members)) == members
     with pytest.raises(GridExhausted, match=f"visited all {len(members)} schedules"):
         _walk(config, len(members) + 1)
@@ -54,7 +54,7 @@ def test_grid_visits_every_schedule_once_in_family_order(tiny_config, family):
 
 def test_grid_skips_enqueued_trials_and_continues_where_it_stopped(tiny_config, tmp_path):
     config = _config(tiny_config, "grid")
-    family = family_for(config)
+    family = config.family
     storage = f"sqlite:///{tmp_path / 'g.db'}"
     study = optuna.create_study(study_name="g", storage=storage, sampler=ScheduleGridSampler(family))
     study.enqueue_trial(family.params_for(list(family.enumerate())[-1]))
@@ -73,7 +73,7 @@ def test_concurrent_proposals_are_distinct_until_the_space_runs_short(tiny_confi
     """Trials asked while the earlier ones still run (attrs set as the driver sets them) never repeat a schedule
     before every member is taken; seed 0 is the seed whose first random draws decode to one schedule three times."""
     config = _config(tiny_config, sampler)
-    family = family_for(config)
+    family = config.family
     study = optuna.create_study(directions=["minimize"] * len(config.search.objectives), sampler=make_sampler(config, family))
     proposed = []
     for _ in range(family.size() + 1):
@@ -88,7 +88,7 @@ def test_concurrent_proposals_are_distinct_until_the_space_runs_short(tiny_confi
 
 def test_only_schedules_taken_at_the_search_seed_are_avoided(tiny_config):
     config = _config(tiny_config, "random")
-    family = family_for(config)
+    family = config.family
     members = [str(s) for s in family.enumerate()]
     study = optuna.create_study(sampler=make_sampler(config, family))
     # every member running at another seed (a baseline's or a race's), all but the last at the search seed

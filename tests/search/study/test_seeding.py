@@ -7,7 +7,6 @@ import pytest
 
 from prism import Schedule
 from search.attrs import ATTR_AUDIT, ATTR_PRIOR
-from search.config import family_for
 from search.priors import make_prior
 from search.study.create import open_study
 from search.study.lifecycle import narrow_sampler, seed_study
@@ -21,7 +20,7 @@ def _context(config):
 
 def test_seeding_enqueues_prior_schedules_once_and_stores_prior_and_profile(tiny_config):
     profile = _profile(3, [1])
-    prior = make_prior(profile, tiny_config, family_for(tiny_config))
+    prior = make_prior(profile, tiny_config, tiny_config.family)
     ctx = _context(tiny_config)
     study = ctx.study
     added = seed_study(ctx, prior, profile)
@@ -33,7 +32,7 @@ def test_seeding_enqueues_prior_schedules_once_and_stores_prior_and_profile(tiny
     assert json.loads(study.user_attrs[ATTR_PRIOR])["narrow_until"] == len(waiting) + tiny_config.search.n_startup_trials
     assert seed_study(ctx, prior, profile) == []  # resume: nothing queued twice
     # the queue hands out the baselines first, then the prior schedules in rank order
-    family = family_for(tiny_config)
+    family = tiny_config.family
     order = []
     for _ in waiting:
         trial = study.ask()
@@ -48,7 +47,7 @@ def test_narrowing_draws_early_proposals_near_the_priors(tiny_config, strength):
         update={"search": tiny_config.search.model_copy(update={"prior_strength": strength, "n_startup_trials": 40, "baseline_seeds": 1})}
     )
     config = config.model_copy(update={"model": config.model.model_copy(update={"n_layer": 8})})
-    family = family_for(config)
+    family = config.family
     prior = make_prior(_profile(8, [5]), config, family, top_k=1)
     ctx = _context(config)
     study = ctx.study

@@ -1,0 +1,321 @@
+"""`Study`: the one way into prism-search from Python; the CLI is a thin layer over it.
+
+A `Study` is a handle on one named study in one storage. It resolves what a command needs once (the config, with
+the caller's settings on top, parsed once; the schedule space, baseline and model config with it) and hands it to
+the study's lifecycle (search.study.lifecycle), which opens the storage, checks the corpus and drives the trials.
+Reading methods (`summary`, `verdict`, `trials`, `best_schedule`) never write to the storage.
+
+Ray and torch are imported only by the methods that train.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from search.config import DEFAULT_STORAGE, Flags, StudyConfig, parse_config, read_toml
+from search.errors import PrismSearchError
+
+if TYPE_CHECKING:
+    import optuna
+
+    from prism import Schedule
+    from search.analysis import Summary
+    from search.analysis.summary import ConfirmationRow
+    from search.analysis.verdict import Verdict
+    from search.runner.progress import StudyProgress
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One finished trial as `Study.trials` and `export` list it.
+
+    Attributes:
+        number: the Optuna trial number.
+        state: COMPLETE, PRUNED or FAIL.
+        role: baseline, reference, search, confirm or race.
+        schedule: its head schedule (None for a trial that never got one).
+        seed: the seed of its initial weights, data order and validation batches.
+        values: each objective's final value (None where it has none: pruned or failed).
+        feasible: whether it meets search.min_throughput_ratio.
+        attrs: the rest of its exported columns (throughput, parameters, pruning rung, per-layer heads).
+    """
+
+    number: int
+    state: str
+    role: str | None
+    schedule: str | None
+    seed: int | None
+    values: dict[str, float | None]
+    feasible: bool
+    attrs: dict[str, object] = field(default_factory=dict)
+
+
+class Study:
+    """A prism-search study: a config, the storage its trials live in, and what they decided.
+
+    Make one with `Study.create` (from a config or a TOML file; nothing is stored before `run`) or `Study.load`
+    (a stored study, by name). `run` and `resume` train until the study has its target of trained trials,
+    `confirm` re-trains the best schedules on fresh seeds, and `summary` / `verdict` read the result. Progress goes
+    to a `StudyProgress` (search.runner.progress); by default log lines on the `search` logger.
+
+    Example:
+        >>> from search import Study
+        >>> study = Study.create("studies/tiny.toml", storage="sqlite:///:memory:")
+        >>> study.name, study.config.n_trials
+        ('tiny', 5)
+
+    A stored study (`prism-search run` made it, or `Study.run`) is read back by name::
+
+        study = Study.load("quickstart")            # storage: sqlite:///prism_search.db
+        print(study.verdict().text())
+        study.confirm(top=1, seeds=3)               # fresh seeds for the best schedule and uniform
+    """
+
+    def __init__(self, name: str, storage: str, *, raw: dict | None = None, source: str = "config", config: StudyConfig | None = None):
+        """Use `Study.create` or `Study.load`. `raw`: a config not parsed yet (the TOML's tables); `config`: one
+        already parsed; neither: the study is read from `storage`."""
+        self.name, self.storage = name, storage
+        self._raw, self._source, self._config = raw, source, config
+        self._optuna: optuna.Study | None = None
+        self.wall_s: float | None = None  # the last run's, resume's or confirmation's training time (None: nothing ran)
+
+    # -- making one ------------------------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, config: StudyConfig | str | os.PathLike[str], *, storage: str | None = None) -> Study:
+        """A new study, or a stored one of the same name that `run` continues (its config must match).
+
+        Args:
+            config: a StudyConfig, or the path of a study TOML file (read here, checked when first used).
+            storage: SQLAlchemy URL of the database (default: the config's `storage`).
+
+        Returns:
+            The study; nothing is stored until `run`.
+
+        Raises:
+            ConfigError: the file cannot be read or its name is missing.
+        """
+        if isinstance(config, StudyConfig):
+            return cls(config.name, storage or config.storage, raw=config.model_dump(), source=f"config of {config.name!r}", config=config)
+        path = Path(config)
+        raw = read_toml(path)
+        name = raw.get("name")
+        url = storage or raw.get("storage") or DEFAULT_STORAGE
+        # an unparsed config: its errors (a missing name too) come from the one parse, when the study is used
+        return cls(name if isinstance(name, str) else "", url if isinstance(url, str) else DEFAULT_STORAGE, raw=raw, source=str(path))
+
+    @classmethod
+    def load(cls, name: str, *, storage: str | None = None) -> Study:
+        """The stored study `name`; its stored config (no TOML) is what it trains with.
+
+        Args:
+            name: the study's name (its config's `name`).
+            storage: SQLAlchemy URL of the database (default: sqlite:///prism_search.db).
+
+        Returns:
+            The study, opened when first used: `Study.load(...).resume(address=...)` checks the cluster address
+            against the storage before reading it.
+        """
+        return cls(name, storage or DEFAULT_STORAGE)
+
+    @classmethod
+    def all(cls, storage: str | None = None) -> tuple[list[Study], list[str]]:
+        """Every study prism-search created in `storage`, and the names of those another tool made there.
+
+        Args:
+            storage: SQLAlchemy URL of the database (default: sqlite:///prism_search.db).
+        """
+        from search.analysis import stored_studies
+
+        url = storage or DEFAULT_STORAGE
+        found, others = stored_studies(url)
+        studies = []
+        for stored in found:
+            study = cls(stored.study_name, url)
+            study._optuna = stored
+            studies.append(study)
+        return studies, others
+
+    # -- what it is ------------------------------------------------------------------------------------------------
+    @property
+    def config(self) -> StudyConfig:
+        """The study's config as the last command resolved it (the stored one for a loaded study)."""
+        return self._config if self._config is not None else self._resolve(Flags())
+
+    @property
+    def optuna_study(self) -> optuna.Study:
+        """The stored Optuna study, for Optuna's own tools (visualization, optuna-dashboard); read it, don't write it."""
+        if self._optuna is None:
+            from search.analysis import stored_study
+
+            self._optuna = stored_study(self.name, self.storage)
+        return self._optuna
+
+    def _resolve(self, flags: Flags) -> StudyConfig:
+        """The config with `flags` on top, parsed once: from the unparsed config, or from the stored study."""
+        given = self._config
+        if given is not None and given.storage == self.storage and flags == Flags():
+            return given  # a config the caller parsed, used as it is
+        flags = Flags(storage=self.storage, n_trials=flags.n_trials, workers=flags.workers, track=flags.track)
+        if self._raw is not None:
+            self._config = parse_config(self._raw, self._source, flags=flags)
+            self.name = self._config.name
+        else:
+            from search.storage.records import stored_config
+
+            self._config = stored_config(self.optuna_study, flags)
+        return self._config
+
+    # -- training --------------------------------------------------------------------------------------------------
+    def run(
+        self,
+        n_trials: int | None = None,
+        *,
+        workers: int | None = None,
+        address: str | None = None,
+        track: tuple[str, ...] | list[str] = (),
+        prior: str | None = None,
+        progress: StudyProgress | None = None,
+    ) -> Summary:
+        """Create the study (or continue it) and train until it has `n_trials` trained trials.
+
+        Args:
+            n_trials: total trained trials to reach (default: the config's).
+            workers: trials trained at once (default: resources.workers).
+            address: a Ray cluster, HOST:PORT or "auto" (default: start a local Ray); needs a network storage.
+            track: trackers to log every finished trial to: "mlflow", "tensorboard", "wandb", or NAME=URI.
+            prior: a prior file from `prism-search prior`, or "auto" (audit the trained baseline and seed from it).
+            progress: where progress goes (default: search.runner.progress.LogProgress).
+
+        Returns:
+            The study's summary after the run (`.verdict` first).
+
+        Raises:
+            PrismSearchError: a config, storage, cluster or corpus that cannot be used, before any compute.
+            StudyInterrupted: Ctrl-C or SIGTERM; in-flight trials were queued again (`.stored`: resume it).
+        """
+        if self._raw is None:
+            raise PrismSearchError(f"study {self.name!r} was loaded from its storage; continue it with resume()")
+        return self._train(Flags(n_trials=n_trials, workers=workers, track=tuple(track)), address, progress, prior=prior)
+
+    def resume(
+        self,
+        n_trials: int | None = None,
+        *,
+        workers: int | None = None,
+        address: str | None = None,
+        track: tuple[str, ...] | list[str] = (),
+        retry_baselines: bool = False,
+        progress: StudyProgress | None = None,
+    ) -> Summary:
+        """Continue a stored study with its stored config until it has `n_trials` trained trials; trials a dead
+        driver left running are trained again. Arguments as `run`; `retry_baselines`: queue the baseline and
+        reference runs that failed for good once more.
+
+        Returns:
+            The study's summary after the run.
+        """
+        from search.runner.cluster import check_cluster
+
+        check_cluster(address, self.storage)  # a cluster's workers need a storage they can reach: before reading it
+        flags = Flags(n_trials=n_trials, workers=workers, track=tuple(track))
+        return self._train(flags, address, progress, resumed=self.optuna_study, retry_baselines=retry_baselines)
+
+    def _train(self, flags: Flags, address: str | None, progress: StudyProgress | None, **how) -> Summary:
+        from search.analysis import summarize
+        from search.signals import sigterm_as_ctrl_c
+        from search.study.lifecycle import execute, stored_when_interrupted
+
+        config = self._resolve(flags)
+        try:
+            with sigterm_as_ctrl_c():
+                study, self.wall_s = execute(config, address, progress=progress or _default_progress(), **how)
+        except KeyboardInterrupt as interrupt:
+            raise stored_when_interrupted(config, interrupt, resuming="resumed" in how) from interrupt
+        self._optuna = study
+        return summarize(study, config)
+
+    def confirm(
+        self,
+        top: int = 5,
+        seeds: int = 3,
+        *,
+        workers: int | None = None,
+        address: str | None = None,
+        track: tuple[str, ...] | list[str] = (),
+        progress: StudyProgress | None = None,
+    ) -> list[ConfirmationRow]:
+        """Re-train the `top` best schedules and uniform on `seeds` fresh seeds, never searched on, and compare
+        each with uniform, paired per seed. Runs an earlier confirmation trained are not trained again.
+
+        Returns:
+            One row per schedule (uniform first): seeds, mean val loss, paired gap to uniform and its verdict.
+
+        Raises:
+            PrismSearchError: nothing to confirm yet, or a storage or cluster that cannot be used.
+            StudyInterrupted: Ctrl-C or SIGTERM; the runs finished so far are stored.
+        """
+        import time
+
+        from search.runner.cluster import check_cluster
+        from search.signals import sigterm_as_ctrl_c
+        from search.study.lifecycle import confirm
+
+        check_cluster(address, self.storage)
+        config = self._resolve(Flags(workers=workers, track=tuple(track)))
+        started = time.monotonic()
+        with sigterm_as_ctrl_c():
+            rows = confirm(self.optuna_study, config, top, seeds, address, progress or _default_progress())
+        self.wall_s = time.monotonic() - started
+        return rows
+
+    # -- reading ---------------------------------------------------------------------------------------------------
+    def summary(self) -> Summary:
+        """Everything `status` shows: the verdict, the best schedule, every schedule's paired gap to uniform."""
+        from search.analysis import summarize
+
+        return summarize(self.optuna_study, self.config)
+
+    def verdict(self) -> Verdict:
+        """What the study decided: better, uniform holds at the margin, equivalent, or undecided (and what decides it)."""
+        return self.summary().verdict
+
+    def best_schedule(self) -> Schedule | None:
+        """The best schedule by paired gap to uniform (uniform itself when nothing beats it); None before any trial."""
+        from prism import Schedule
+
+        best = self.summary().best_schedule
+        return None if best is None else Schedule.parse(best)
+
+    def trials(self) -> list[TrialRow]:
+        """Every finished trial, oldest first, as typed rows (`export` writes the same rows)."""
+        from search.study.export import rows
+
+        objectives = self.config.search.objectives
+        known = {"number", "state", "role", "schedule", "seed", "feasible", *objectives}
+        return [
+            TrialRow(
+                number=row["number"],
+                state=row["state"],
+                role=row["role"],
+                schedule=row["schedule"],
+                seed=row["seed"],
+                values={o: row[o] for o in objectives},
+                feasible=row["feasible"],
+                attrs={k: v for k, v in row.items() if k not in known},
+            )
+            for row in rows(self.optuna_study, self.config)
+        ]
+
+    def __repr__(self) -> str:
+        from search.urls import mask_url
+
+        return f"Study({self.name!r}, storage={mask_url(self.storage)!r})"
+
+
+def _default_progress() -> StudyProgress:
+    from search.runner.progress import LogProgress
+
+    return LogProgress()
