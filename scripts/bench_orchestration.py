@@ -33,9 +33,9 @@ import sqlalchemy
 
 from prism import EvalPoint, Schedule, TrainResult
 from search.config import load_config
-from search.preflight import check_corpus
 from search.runner.driver import Driver
 from search.runner.messages import Evaluated, Finished, Started
+from search.runner.preflight import check_corpus
 from search.runner.worker import TrialSession, TrialSpec
 from search.storage import open_storage
 from search.storage.records import FINISHED

@@ -65,10 +65,14 @@ def _quiet_when_swallowed() -> Iterator[None]:
 
 @contextlib.contextmanager
 def interrupts_held() -> Iterator[None]:
-    """A Ctrl-C or SIGTERM inside the block takes effect when the block ends; a second one at once. For Ray's
-    start-up: an interrupt inside `ray.init` leaves Ray half started, and its exit handlers then crashed the process
-    (exit 139, once in six tries, issue 25); after start-up it stops a run as anywhere else. The second signal still
-    stops a start-up that hangs."""
+    """A Ctrl-C or SIGTERM inside the block takes effect, as KeyboardInterrupt, when the block ends; a second one at
+    once. For steps an interrupt must not cut in half: Ray's start-up (an interrupt inside `ray.init` leaves Ray half
+    started, and its exit handlers then crashed the process, exit 139), and the driver's `ask` (a trial the database
+    made RUNNING must be known to the driver before an interrupt can act). The second signal still stops a step that
+    hangs. Only the main thread handles signals: elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     held: list[int] = []
 
     def hold(signum, frame):

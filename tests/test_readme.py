@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from search.study.single import resolve
+from search.study.single import TrainOverrides, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -86,7 +86,7 @@ def test_train_examples_in_the_readme_text_fit_their_model():
     for example in examples:
         words = shlex.split(example)
         config = str(ROOT / words[words.index("--config") + 1]) if "--config" in words else None
-        resolve(config, words[0], {})  # raises ConfigError when the schedule does not fit
+        resolve(config, words[0], TrainOverrides())  # raises ConfigError when the schedule does not fit
 
 
 def _free_port() -> int:

@@ -12,12 +12,8 @@ trial holds its schedule: search.runner.cache.holder).
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import signal
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol, assert_never
 
@@ -70,35 +66,6 @@ class _InFlight:
     worker: ray.actor.ActorHandle | None  # None: a duplicate waiting for its original (see search.runner.cache)
     pruning: bool = False
     points: list[EvalPoint] = field(default_factory=list)
-
-
-def connect_ray(address: str | None, num_cpus: int) -> str | None:
-    """Join a running cluster at `address` (returns its dashboard address), or start a local Ray sized for this
-    run's workers."""
-    if ray.is_initialized():
-        return None
-    with interrupts_held():  # a Ctrl-C during start-up stops the run once Ray is up, never half-way through
-        if address:
-            # quiet: Ray's INFO banner carries terminal colour codes even into a log file (`ray job logs`)
-            return ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING).dashboard_url or None
-        # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        return None
-
-
-def unfit_trial_note(cpus: int, gpus: float) -> str | None:
-    """A joined cluster where no live node could hold one trial now: a note, not an error, since an autoscaler may
-    add such a node (Ray waits for one), but on a fixed cluster the run would otherwise wait without a word."""
-    nodes: list[dict[str, float]] = [node["Resources"] for node in ray.nodes() if node["Alive"]]
-    if any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes):
-        return None
-    largest: dict[str, float] = max(nodes, key=lambda r: (r.get("CPU", 0), r.get("GPU", 0)), default={})
-    asked = f"{cpus} CPUs" + (f" and {gpus:g} GPUs" if gpus else "")
-    return (
-        f"note: no node of this cluster has {asked} for one trial now (the largest: {largest.get('CPU', 0):g} CPUs, "
-        f"{largest.get('GPU', 0):g} GPUs); trials wait until such a node joins. On a fixed cluster, lower "
-        "resources.cpus_per_trial or gpus_per_trial (`ray status` lists the nodes)"
-    )
 
 
 def requeue_stale_trials(ctx: StudyContext) -> list[int]:
@@ -161,7 +128,7 @@ class Stopping(Protocol):
     def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool: ...
 
 
-class Racing(Protocol):
+class RacePolicy(Protocol):
     """Decides between trials which schedules to run again on which paired seeds; the study picks it
     (search.analysis.racing)."""
 
@@ -175,7 +142,7 @@ class Driver:
         progress: StudyProgress | None = None,
         *,
         stopping: Stopping,
-        racing: Racing | None = None,
+        racing: RacePolicy | None = None,
         session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
     ):
         self.ctx = ctx
@@ -233,22 +200,16 @@ class Driver:
                 self.progress.note(f"trials {requeued} lost their driver; queued again")
 
     def _spec(self, trial: optuna.Trial, schedule: Schedule, seed: int) -> TrialSpec:
-        device = "cuda" if self.config.resources.gpus_per_trial > 0 else "cpu"
-        return TrialSpec(
-            study=self.config.name,
+        return TrialSpec.of(
+            self.config,
+            str(schedule),
+            fingerprint=self.ctx.fingerprint,
             number=trial.number,
-            schedule=str(schedule),
-            model=self.config.model_config_,
-            train=self.config.train.to_train_config(seed, device),
-            corpus=self.config.data.corpus,
-            val_fraction=self.config.data.val_fraction,
-            corpus_fingerprint=self.ctx.fingerprint,
-            threads=self.config.resources.cpus_per_trial,
-            baseline=str(self.config.baseline),
-            probe_steps=self.config.search.throughput_probe_steps,
-            corpus_options=self.config.data.corpus_options(),
-            keep_checkpoints=self.config.keep_checkpoints,
+            seed=seed,
+            device="cuda" if self.config.resources.gpus_per_trial > 0 else "cpu",
             checkpoint_dir=trial_checkpoint_dir(self.config, trial.number),
+            keep_checkpoints=self.config.keep_checkpoints,
+            probe=True,
         )
 
     # -- the loop ----------------------------------------------------------------------------------------
@@ -272,7 +233,7 @@ class Driver:
     def _ask(self) -> optuna.Trial:
         """A new trial, known to this driver before Ctrl-C or SIGTERM can act: one that landed inside `ask` (after the
         database made the trial RUNNING) left a trial the interrupt handler could not find, RUNNING until stale."""
-        with _interrupts_held():
+        with interrupts_held():
             trial = self.study.ask()
             self.asked.append(trial)
         return trial
@@ -495,21 +456,3 @@ class Driver:
                 f"{self.failures} trials failed (search.max_failed_trials={self.config.search.max_failed_trials}); "
                 "see `prism-search status` for their errors"
             )
-
-
-@contextlib.contextmanager
-def _interrupts_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM arriving inside the block take effect when it ends, through their own handlers."""
-    signums = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not None]  # None: set outside Python
-    if threading.current_thread() is not threading.main_thread() or not signums:
-        yield  # only the main thread handles signals
-        return
-    held: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in signums}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        for signum in held:
-            signal.raise_signal(signum)

@@ -1,7 +1,7 @@
 """What a running study tells its caller: the progress protocol, and a plain logging implementation of it.
 
 The driver, the confirmation and the experiment report to one object with the methods of `StudyProgress`. The CLI
-passes its live rich table (search.progress.Progress); a notebook, a Ray Job or any program without a terminal gets
+passes its live rich table (search.cli.progress.Progress); a notebook, a Ray Job or any program without a terminal gets
 `LogProgress`, one line per event on the standard `logging` module, unless it passes an object of its own.
 """
 

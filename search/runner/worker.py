@@ -18,12 +18,16 @@ import os
 import shutil
 import socket
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import torch
 
 from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, THROUGHPUT_RATIO, UNIFORM_TOKENS_PER_S
 from search.runner.messages import Evaluated, Finished, Started
+
+if TYPE_CHECKING:
+    from search.config import StudyConfig
 
 
 class CorpusMismatch(RuntimeError):
@@ -46,6 +50,40 @@ class TrialSpec:
     corpus_options: dict = field(default_factory=dict)  # load_corpus keywords: tokenizer, vocab_size, token_dtype
     checkpoint_dir: str | None = None  # where this trial's model goes; None: keep nothing
     keep_checkpoints: str = "none"  # best | all | none: "all" also saves pruned trials
+
+    @classmethod
+    def of(
+        cls,
+        config: StudyConfig,
+        schedule: str,
+        *,
+        fingerprint: str,
+        number: int | None,
+        seed: int,
+        device: str,
+        checkpoint_dir: str | None,
+        keep_checkpoints: str,
+        probe: bool,
+    ) -> TrialSpec:
+        """A study's run of `schedule` at `seed`, as its workers train it: the one place a config becomes a spec, so
+        `prism-search train SCHEDULE --config STUDY.toml` is the study's run bit for bit. `probe`: also time the
+        throughput ratio to the study's uniform baseline."""
+        return cls(
+            study=config.name,
+            number=number,
+            schedule=schedule,
+            model=config.model_config_,
+            train=config.train.to_train_config(seed, device),
+            corpus=config.data.corpus,
+            val_fraction=config.data.val_fraction,
+            corpus_fingerprint=fingerprint,
+            threads=config.resources.cpus_per_trial,  # a study's workers' count: another reorders float sums
+            baseline=str(config.baseline) if probe else None,
+            probe_steps=config.search.throughput_probe_steps,
+            corpus_options=config.data.corpus_options(),
+            keep_checkpoints=keep_checkpoints,
+            checkpoint_dir=checkpoint_dir,
+        )
 
 
 def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:

@@ -14,7 +14,7 @@ from search.study.failures import database_failure
 from search.study.lifecycle import StudyInterrupted, confirm, execute, narrow_sampler, prior_from_baseline, seed_study
 from search.study.pruning import OptunaPruning, RungStopping, make_pruner, make_stopping
 from search.study.samplers import PriorSampler, ScheduleGridSampler, make_sampler
-from search.study.single import SingleRun, analyze, resolve, train_single
+from search.study.single import SingleRun, TrainOverrides, analyze, resolve, train_single
 from search.study.study import Study, TrialRow
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "Study",
     "StudyInterrupted",
     "StudyProgress",
+    "TrainOverrides",
     "TrialRow",
     "analyze",
     "confirm",

@@ -28,9 +28,9 @@ from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
 from search.config import StudyConfig
 from search.errors import AuditError, ConfigError, PriorError
-from search.preflight import preflight
 from search.runner.cluster import check_cluster
 from search.runner.context import StudyContext
+from search.runner.preflight import preflight
 from search.runner.progress import StudyProgress
 from search.signals import sigterm_as_ctrl_c
 from search.storage import creation_lock, driver_lock, open_storage
@@ -202,7 +202,7 @@ def confirm(
 def _join_ray(address: str | None, config: StudyConfig, progress: StudyProgress) -> None:
     """Start a local Ray sized for the run's workers, or join the cluster at `address`: its dashboard is printed,
     and a note when no node could hold one trial now."""
-    from search.runner.driver import connect_ray, unfit_trial_note
+    from search.runner.cluster import connect_ray, unfit_trial_note
 
     resources = config.resources
     if dashboard := connect_ray(address, num_cpus=resources.workers * resources.cpus_per_trial):

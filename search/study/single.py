@@ -9,7 +9,7 @@ worker load inside the functions: importing this module stays light.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ from prism import Schedule, ScheduleError, allowed_head_counts, load_corpus, val
 from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig, load_config, parse_config
 from search.errors import ConfigError
-from search.preflight import check_folder, preflight
+from search.runner.preflight import check_folder, preflight
 
 if TYPE_CHECKING:
     import torch
@@ -34,25 +34,46 @@ class SingleRun:
     profile: list[LayerMetrics] | None = None
 
 
-def resolve(config_path: str | None, schedule: str, overrides: dict) -> tuple[StudyConfig, Schedule]:
-    """Config + overrides, validated once; `schedule` is HEADSxLAYERS text or "uniform" (the study's baseline).
+@dataclass(frozen=True)
+class TrainOverrides:
+    """What `prism-search train` puts on top of a study's config; None keeps the config's value."""
 
-    `train.steps` without `train.warmup_steps` keeps the config's warmup share of the steps, so a shorter run
-    (`--steps 50` on a config with 60 warmup steps) keeps the shape of its learning-rate schedule."""
+    corpus: str | None = None
+    tokenizer: str | None = None
+    vocab_size: int | None = None
+    steps: int | None = None
+    warmup_steps: int | None = None
+    seed: int | None = None
+    threads: int | None = None  # resources.cpus_per_trial: a study's workers' count, so the run is the study's
+
+    def applied(self, data: dict) -> dict:
+        """`data` (a config dump) with the overrides that are set."""
+        sections: dict[str, dict[str, object]] = {
+            "data": {"corpus": self.corpus, "tokenizer": self.tokenizer, "vocab_size": self.vocab_size},
+            "train": {"steps": self.steps, "warmup_steps": self.warmup_steps},
+            "resources": {"cpus_per_trial": self.threads},
+        }
+        out = dict(data) if self.seed is None else data | {"seed": self.seed}
+        for section, values in sections.items():
+            out[section] = out[section] | {k: v for k, v in values.items() if v is not None}
+        return out
+
+
+def resolve(config_path: str | None, schedule: str, overrides: TrainOverrides) -> tuple[StudyConfig, Schedule]:
+    """Config + overrides, validated; `schedule` is HEADSxLAYERS text or "uniform" (the study's baseline).
+
+    `steps` without `warmup_steps` keeps the config's warmup share of the steps, so a shorter run (`--steps 50` on
+    a config with 60 warmup steps) keeps the shape of its learning-rate schedule."""
     config = load_config(config_path) if config_path else parse_config({"name": "train"})
-    steps, warmup = overrides.get("train.steps"), overrides.get("train.warmup_steps")
+    steps, warmup = overrides.steps, overrides.warmup_steps
     if steps is not None and warmup is None:
-        overrides = overrides | {"train.warmup_steps": config.train.warmup_steps * steps // config.train.steps}
+        overrides = replace(overrides, warmup_steps=config.train.warmup_steps * steps // config.train.steps)
     final_steps = config.train.steps if steps is None else steps
     if warmup is not None and warmup >= final_steps:
         raise ConfigError(
             f"--warmup-steps {warmup} must be below the {final_steps} training steps (fix: lower --warmup-steps or raise --steps)"
         )
-    data = config.model_dump()
-    for dotted, value in overrides.items():
-        if value is not None:
-            section, _, key = dotted.rpartition(".")
-            (data[section] if section else data)[key] = value
+    data = overrides.applied(config.model_dump())
     config = parse_config(data, config_path or "train")
     if schedule == "uniform":
         return config, config.baseline
@@ -96,19 +117,16 @@ def train_single(
                 f"--save {save!r} already holds files (a study's checkpoint?); refusing to replace them (fix: name a new folder)"
             )
     with tempfile.TemporaryDirectory() as scratch:  # --analyze reads the trained model back from its checkpoint
-        spec = TrialSpec(
-            study=config.name,
+        spec = TrialSpec.of(
+            config,
+            str(schedule),
+            fingerprint=fingerprint,
             number=None,
-            schedule=str(schedule),
-            model=config.model_config_,
-            train=config.train.to_train_config(config.seed, device),
-            corpus=config.data.corpus,
-            val_fraction=config.data.val_fraction,
-            corpus_fingerprint=fingerprint,
-            threads=config.resources.cpus_per_trial,  # a study's workers' count: the same run, bit for bit
-            corpus_options=config.data.corpus_options(),
+            seed=config.seed,
+            device=device,
             checkpoint_dir=save or (scratch if analyze else None),
             keep_checkpoints="best",
+            probe=False,
         )
         try:
             result = run_trial(spec)

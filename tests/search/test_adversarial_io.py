@@ -24,7 +24,7 @@ import sqlalchemy
 from search.cli import main
 from search.dashboard import Dashboard
 from search.errors import PrismSearchError
-from search.preflight import check_corpus
+from search.runner.preflight import check_corpus
 from search.storage import dispose, driver_lock, open_storage
 from search.study.create import open_study
 from search.urls import lost_credentials, mask_url
@@ -362,7 +362,7 @@ def _cli_signalled(
 
 def test_sigterm_before_ray_is_up_exits_130_with_the_resume_command(study_toml, tmp_path):
     study_toml(name="T.toml")
-    done = _cli_signalled(tmp_path, "search.runner.driver.connect_ray", signal.SIGTERM, "run", "T.toml")
+    done = _cli_signalled(tmp_path, "search.runner.cluster.connect_ray", signal.SIGTERM, "run", "T.toml")
     assert done.returncode == 130, done.stderr
     assert "prism-search resume tiny --storage sqlite:///prism_search.db" in done.stderr and "Traceback" not in done.stderr
 
@@ -389,7 +389,7 @@ def test_ctrl_c_before_the_study_exists_offers_no_resume_command(study_toml, tmp
 def test_an_interrupted_confirm_says_what_was_kept_and_how_to_go_on(signum, background, odd_trial_db, tmp_path):
     done = _cli_signalled(
         tmp_path,
-        "search.runner.driver.connect_ray",
+        "search.runner.cluster.connect_ray",
         signum,
         "confirm",
         "inf",

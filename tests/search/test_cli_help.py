@@ -13,7 +13,7 @@ BRACKETED = re.compile(r"\[[^\[\]]+\]")
 
 
 def _source_help_texts() -> list[str]:
-    """The literal text of every `help=` argument and every command docstring in search/cli.py (f-string parts too)."""
+    """The literal text of every `help=` argument and every command docstring in search/cli/__init__.py (f-string parts too)."""
     tree = ast.parse(Path(search.cli.__file__).read_text())
     texts = []
     for node in ast.walk(tree):

@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from search.cli import app
-from search.preflight import check_corpus
 from search.runner.driver import Driver
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 from search.study.pruning import make_stopping

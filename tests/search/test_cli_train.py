@@ -13,13 +13,13 @@ from prism import load_checkpoint
 from search.analysis.summary import is_paired_baseline
 from search.cli import app
 from search.errors import ConfigError
-from search.preflight import check_corpus
 from search.runner.driver import Driver
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
-from search.study.single import resolve, train_single
+from search.study.single import TrainOverrides, resolve, train_single
 
 from .conftest import ROOT
 
@@ -81,9 +81,9 @@ def test_train_bad_input_is_one_line_and_exit_2(tmp_path):
 def test_steps_alone_keep_the_warmup_share_and_a_warmup_past_the_steps_is_one_line_exit_2(tmp_path):
     """`--steps 50` on the quickstart (60 warmup steps of 600) is not refused: the warmup keeps its 10%."""
     quickstart = str(ROOT / "studies" / "quickstart.toml")
-    config, _ = resolve(quickstart, "1x2,2x1,4x1", {"train.steps": 50})
+    config, _ = resolve(quickstart, "1x2,2x1,4x1", TrainOverrides(steps=50))
     assert (config.train.steps, config.train.warmup_steps) == (50, 5)
-    config, _ = resolve(quickstart, "uniform", {"train.steps": 50, "train.warmup_steps": 0})
+    config, _ = resolve(quickstart, "uniform", TrainOverrides(steps=50, warmup_steps=0))
     assert (config.train.steps, config.train.warmup_steps) == (50, 0)
     for args, message in [
         (["1x2,2x1,4x1", "--config", quickstart, "--steps", "50", "--warmup-steps", "50"], "--warmup-steps 50 must be below the 50"),

@@ -14,8 +14,8 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.analysis.budget import budget
 from search.analysis.summary import summarize
-from search.preflight import check_corpus
 from search.runner.driver import Driver
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study

@@ -12,7 +12,7 @@ import torch
 
 from search.config import StudyConfig
 from search.errors import ConfigError
-from search.preflight import SIZE_FIELDS, check_corpus, preflight, training_bytes
+from search.runner.preflight import SIZE_FIELDS, check_corpus, preflight, training_bytes
 from search.storage import open_storage
 from search.study import open_study
 

@@ -3,7 +3,7 @@ import io
 from rich.console import Console
 
 from prism import EvalPoint
-from search.progress import Progress
+from search.cli.progress import Progress
 
 
 def _progress(live):

@@ -8,8 +8,8 @@ from prism import Schedule
 from search.analysis.summary import summarize
 from search.attrs import DUPLICATE_ATTR
 from search.config import StudyConfig
-from search.preflight import check_corpus
 from search.runner.driver import Driver
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study

@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 from search.analysis.budget import is_served
 from search.config import TrackingSection
 from search.errors import ConfigError
-from search.preflight import check_corpus
 from search.runner.driver import Driver
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study

@@ -15,8 +15,8 @@ from search.config import StudyConfig
 from search.dashboard.pages import studies_page
 from search.dashboard.views import study_view
 from search.families import RampFamily
-from search.preflight import check_corpus
 from search.runner.driver import Driver
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study import open_study

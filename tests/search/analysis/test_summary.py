@@ -255,7 +255,7 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
 def test_references_are_queued_at_every_baseline_seed_and_reported_once_with_every_pair(tiny_config):
     from optuna.trial import TrialState
 
-    from search.preflight import check_corpus
+    from search.runner.preflight import check_corpus
     from search.storage import open_storage
     from search.study.create import open_study
 

@@ -180,8 +180,8 @@ def test_report_opens_offline(browser, dash_url, tmp_path):
 def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab):
     """The issue's 'done when': open the dashboard on a study, start real training, watch the page fill in."""
     from search.analysis.stats import MIN_CURVES
-    from search.preflight import check_corpus
     from search.runner.driver import Driver
+    from search.runner.preflight import check_corpus
     from search.storage import open_storage
     from search.study.create import open_study
     from search.study.pruning import make_stopping

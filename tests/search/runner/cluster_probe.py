@@ -13,9 +13,10 @@ import ray
 import torch
 
 from search.config import parse_config
-from search.preflight import check_corpus
-from search.runner.driver import Driver, connect_ray
+from search.runner.cluster import connect_ray
+from search.runner.driver import Driver
 from search.runner.messages import Started
+from search.runner.preflight import check_corpus
 from search.runner.worker import TrialSession
 from search.storage import open_storage
 from search.study.create import open_study

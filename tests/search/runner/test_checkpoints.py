@@ -15,10 +15,10 @@ from prism import load_checkpoint
 from search.analysis.summary import summarize
 from search.config import parse_config
 from search.errors import ConfigError
-from search.preflight import check_corpus
 from search.runner.checkpoints import keep_checkpoints
 from search.runner.driver import Driver
 from search.runner.messages import Finished
+from search.runner.preflight import check_corpus
 from search.runner.worker import TrialSession, TrialSpec, run_trial
 from search.storage import open_storage
 from search.study.create import open_study

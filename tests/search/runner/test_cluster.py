@@ -116,7 +116,7 @@ def _stop_cluster(temp_dir: str) -> None:
 def test_a_trial_no_node_can_hold_is_noted_not_refused(ray_local):
     """On a joined cluster a trial that fits no live node waits, as Ray waits for an autoscaler to add one: the
     run says so instead of waiting without a word (ray_local: one node of 2 CPUs, no GPU)."""
-    from search.runner.driver import unfit_trial_note
+    from search.runner.cluster import unfit_trial_note
 
     assert unfit_trial_note(2, 0) is None
     note = unfit_trial_note(1000, 0)

@@ -21,10 +21,10 @@ from rich.console import Console
 from prism import Schedule
 from search.analysis.budget import budget
 from search.attrs import DUPLICATE_ATTR, ROLE_SEARCH
-from search.preflight import check_corpus
-from search.progress import Progress
+from search.cli.progress import Progress
 from search.runner import driver as driver_module
 from search.runner.driver import DatabaseUnavailable, Driver
+from search.runner.preflight import check_corpus
 from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage, stale_trial_ids, storage_of, trial_id
 from search.storage.records import FINISHED, enqueue, schedule_attrs

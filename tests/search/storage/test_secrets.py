@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy
 
 from search.config import TrackingSection
-from search.preflight import check_corpus
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 from search.urls import mask_url

@@ -29,8 +29,8 @@ RESOLVERS = {
 COMMAND_MODULES = (
     "search.study",
     "search.analysis",
-    "search.preflight",
-    "search.progress",
+    "search.runner.preflight",
+    "search.cli.progress",
     "search.runner.driver",
     "search.runner.undelivered",
 )

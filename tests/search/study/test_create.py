@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from search.cli import app
 from search.dashboard import Dashboard
-from search.preflight import check_corpus
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 

@@ -8,7 +8,7 @@ from search.analysis.sequential import plan_of
 from search.attrs import ERROR, RETRY_OF, SCHEDULE, SEED
 from search.config import ExperimentSection
 from search.errors import PrismSearchError
-from search.preflight import check_corpus
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 from search.study.experiment import current, queue_pair

@@ -7,7 +7,7 @@ from optuna.distributions import IntDistribution
 from typer.testing import CliRunner
 
 from search.cli import app
-from search.preflight import check_corpus
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import schedule_attrs
 from search.study.create import open_study

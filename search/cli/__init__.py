@@ -50,7 +50,7 @@ class _Interrupted(Exception):
 def _train(study: Study, method: str, **how) -> None:
     """`run` and `resume` (`method`; `how`: its keywords): the study trains, the CLI prints. Ctrl-C or SIGTERM at
     any moment (before Ray is up too) ends with exit code 130 and what to do next."""
-    from search.progress import Progress
+    from search.cli.progress import Progress
     from search.study import StudyInterrupted
 
     try:
@@ -238,7 +238,7 @@ def confirm(
     track: list[str] | None = TrackOpt,
 ) -> None:
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
-    from search.progress import Progress
+    from search.cli.progress import Progress
     from search.study import Study, StudyInterrupted
 
     study = Study.load(name, storage=storage)
@@ -323,17 +323,11 @@ def train(
 ) -> None:
     """Train one model with one schedule and print its result record."""
     from prism import format_profile
-    from search.study import resolve, train_single
+    from search.study import TrainOverrides, resolve, train_single
 
-    overrides = {
-        "data.corpus": corpus,
-        "data.tokenizer": tokenizer,
-        "data.vocab_size": vocab_size,
-        "train.steps": steps,
-        "train.warmup_steps": warmup_steps,
-        "seed": seed,
-        "resources.cpus_per_trial": threads,
-    }
+    overrides = TrainOverrides(
+        corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size, steps=steps, warmup_steps=warmup_steps, seed=seed, threads=threads
+    )
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
     if as_json:
