@@ -523,6 +523,3 @@ def _fail(message: str) -> NoReturn:
     err.print(f"error: {' '.join(message.split())}", highlight=False, soft_wrap=True)
     sys.exit(2)
 
-
-if __name__ == "__main__":
-    main()
