@@ -7,6 +7,7 @@ process may hold). The lines the test cannot run are listed in NOT_RUN with the 
 block that is not a `prism-search` command fails the test, so a new README command is never skipped silently.
 """
 
+import json
 import os
 import re
 import shlex
@@ -25,17 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 INSTALL = "installs into a fresh venv; the test runs inside the installed one"
-CI = "README command 2 is CI itself (.ci/run: lint, format, types and this very suite)"
 NOT_RUN = {
     "python3 -m venv .venv": INSTALL,
     ".venv/bin/pip install -e .": INSTALL,
-    "bash scripts/install_browser.sh": "installs Debian's chromium as root (CI does)",
-    ".venv/bin/pip install -q -e .[test]": INSTALL,
-    ".venv/bin/ruff check .": CI,
-    ".venv/bin/ruff format --check .": CI,
-    ".venv/bin/mypy": CI,
-    ".venv/bin/python -m pytest -m not e2e -n 2 --dist loadgroup": CI + "; it would run this test inside itself",
-    ".venv/bin/python -m pytest -m e2e -n 2 --dist loadgroup": CI + "; it would run this test inside itself",
+    "bash scripts/test.sh": "README command 2 is CI itself (.ci/run: lint, format, types and this very suite)",
 }
 SERVERS = {"dashboard"}  # they serve until stopped: the test waits until they answer, then stops them
 
@@ -75,13 +69,29 @@ def test_readme_commands_are_parsed_and_every_skip_is_still_in_the_readme():
 
 
 def test_ci_runs_exactly_readme_command_2():
-    command_2 = next(line for line in README.splitlines() if line.strip().startswith("bash scripts/install_browser.sh"))
-    assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == command_2.strip()
+    command_2 = next(line for line in README.splitlines() if line.strip().startswith("bash scripts/"))
+    assert (ROOT / ".ci" / "run").read_text().splitlines()[-1] == command_2.strip() == "bash scripts/test.sh"
 
 
-def test_train_examples_in_the_readme_text_fit_their_model():
-    """`prism-search train SCHEDULE` in the prose (not run: minutes on CPU) fits the built-in defaults or the named config."""
-    examples = re.findall(r"`prism-search train ([^`]*)`", README)
+def python_examples() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README, re.S)
+
+
+def test_the_python_quickstart_compiles_and_uses_the_public_api():
+    """Run for real after the CLI's commands (test_every_readme_command_runs_as_shown_after_the_quickstart)."""
+    import search
+
+    (example,) = python_examples()
+    compile(example, "README.md", "exec")
+    imported = re.findall(r"^from search import (.+)$", example, re.M)
+    assert imported and all(name.strip() in search.__all__ for line in imported for name in line.split(","))
+
+
+def test_train_examples_in_the_docs_text_fit_their_model():
+    """`prism-search train SCHEDULE` in the prose of the README and docs/ (not run: minutes on CPU) fits the built-in
+    defaults or the named config."""
+    texts = [README, *(path.read_text() for path in sorted((ROOT / "docs").glob("*.md")))]
+    examples = [example for text in texts for example in re.findall(r"`prism-search train ([^`]*)`", text)]
     assert examples
     for example in examples:
         words = shlex.split(example)
@@ -133,9 +143,17 @@ def test_every_readme_command_runs_as_shown_after_the_quickstart(tmp_path):
         proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"prism-search {' '.join(args)}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         outputs.setdefault(args[0], proc.stdout)
+        outputs[" ".join(args)] = proc.stdout
     assert "prism-search confirm quickstart" in outputs["run"]  # the end of the quickstart names the next command
     assert "gap to uniform" in outputs["status"] and "1x2,2x1,4x1" in outputs["train"]
     assert outputs["export"].startswith("number,") and "confirmation of quickstart" in outputs["confirm"]
     assert "hypothesis: " in outputs["prior"] and "distance: " in outputs["prior"]  # the columns are explained
     for written in ("model/model.safetensors", "report.html", "profile.json", "prior.json"):
         assert (tmp_path / written).is_file(), written
+    (example,) = python_examples()  # the Python quickstart, on the study the commands above trained and confirmed
+    proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verdict, best, rows, number = proc.stdout.splitlines()
+    assert verdict == json.loads(outputs["status quickstart --json"])[0]["verdict"]["text"]
+    assert best.startswith("best: ") and " finished trials" in best
+    assert rows.startswith("[('") and number.isdigit()
