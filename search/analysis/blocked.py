@@ -45,7 +45,10 @@ class ManyToOne:
     def method(self) -> str:
         if self.residual_df is not None:
             return f"blocked model (schedule + seed), {self.residual_df} df, Holm over {len(self.gaps)}"
-        return f"paired t per schedule, Holm over {sum(g.adjusted_p is not None for g in self.gaps)}"
+        tested = sum(g.adjusted_p is not None for g in self.gaps)
+        if not tested:
+            return "paired t per schedule; none has two paired seeds yet, so none is tested"
+        return f"paired t per schedule, Holm over {tested}"
 
     def gap(self, schedule: str) -> ScheduleGap | None:
         return next((g for g in self.gaps if g.schedule == schedule), None)

@@ -157,7 +157,7 @@ class Summary:
         """What measures the best's noise: confirmation seeds, or an experiment's own next pairs."""
         if self.looks is not None:
             return f"prism-search resume {self.name}"
-        return f"prism-search confirm {self.name} --top 1 --seeds 3"
+        return self.verdict.command or f"prism-search confirm {self.name} --top 1 --seeds 3"  # one command everywhere
 
     @property
     def best_label(self) -> str:

@@ -1,13 +1,16 @@
-"""What a study decided about its schedules against uniform: better, equivalent within the margin, or undecided.
+"""What a study decided about its schedules against uniform; each verdict's name says what its test showed.
 
 - *better*: a schedule beats uniform (Holm-adjusted p < ALPHA) on seeds it was not selected on: a schedule the search
   picked at its seed is judged on the other seeds only (the winner's curse), references and uniform on all of theirs.
-- *equivalent*: every schedule compared is shown not to beat uniform by the margin or more (one-sided tests, each at
-  ALPHA: together an intersection-union test, which needs no correction); the top schedules by mean show their
-  two-sided equivalence test (TOST) too.
-- *undecided*: neither; the verdict says what the current seeds resolve and about how many paired seeds would
-  resolve the margin, with the command that trains them.
-Each verdict also lists the schedules worse than uniform beyond noise after the many-to-one correction.
+- *uniform holds* (kind "holds"): every schedule compared is shown not to beat uniform by the margin or more
+  (one-sided tests, each at ALPHA: together an intersection-union test, which needs no correction). A one-sided
+  result: a schedule may still be worse than uniform by more than the margin, so it is not equivalence.
+- *equivalent*: every schedule compared is shown within ±margin of uniform (two-sided TOST of each at ALPHA, again
+  an intersection-union test).
+- *undecided*: none of these; the verdict says about how many paired seeds would resolve the margin, with the
+  command that trains them.
+Every verdict states its resolution (the gap its seeds detect with 80% power), and lists the schedules worse than
+uniform beyond noise after the many-to-one correction.
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ SHOWN_WORSE = 3  # the worst schedules the verdict's line names (to_dict lists a
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # better | equivalent | undecided; a pre-registered experiment may also end worse
+    kind: str  # better | holds | equivalent | undecided; a pre-registered experiment may also end worse
     margin: float
     schedule: str | None = None  # better: the winner; otherwise the best schedule other than uniform by paired mean
     effect: float | None = None  # its gap to uniform (negative = better), on `seeds`
     interval: tuple[float, float] | None = None  # 95%
-    adjusted_p: float | None = None  # better: Holm over the family; equivalent: the largest one-sided p
+    adjusted_p: float | None = None  # better: Holm over the family; holds: the largest one-sided p; equivalent: largest TOST p
     resolution: float | None = None  # the gap detected with 80% power at `schedule`'s current seeds
     seeds: tuple[int, ...] = ()  # the seeds the verdict on `schedule` was judged on
     method: str = ""
@@ -55,14 +58,21 @@ class Verdict:
                 f"worse: {self.schedule} loses to uniform by {self.effect:+.4f} [{lo:+.4f}, {hi:+.4f}] on {len(self.seeds)} seeds "
                 f"(p={p_text(self.adjusted_p)}; {self.method})"
             )
+        elif self.kind == "holds":
+            tost = ", ".join(f"{s} p={p_text(p)}" for s, p in self.equivalence)
+            head = (
+                f"uniform holds at margin {m}: none of the schedules compared beats it by {m} or more (one-sided tests, largest "
+                f"p={p_text(self.adjusted_p)}; {self.method}); not shown equivalent: two-sided TOST at ±{m}: {tost}"
+            )
         elif self.kind == "equivalent":
             tost = ", ".join(f"{s} p={p_text(p)}" for s, p in self.equivalence)
-            head = f"equivalent: none of the schedules compared beats uniform by {m} or more ({self.method}); TOST at ±{m}: {tost}"
-            if self.reason:
-                head += f"; {self.reason}"
+            head = f"equivalent: every schedule compared is within ±{m} of uniform (two-sided TOST, largest p={p_text(self.adjusted_p)}"
+            head += f"; {self.method})" + (f"; closest by mean: {tost}" if tost else "")
         else:
             head = f"undecided at margin {m}: {self.reason}"
-        if self.resolution is not None and self.kind != "equivalent":
+        if self.kind == "equivalent" and self.reason:  # a pre-registered experiment: what else its test found
+            head += f"; {self.reason}"
+        if self.resolution is not None:
             head += f"; resolution {self.resolution:.4f} ({POWER:.0%} power)"
         if self.command:
             head += f"; about {self.seeds_needed} paired seeds per schedule resolve the margin: run `{self.command}`"
@@ -131,8 +141,10 @@ def decide(
     if all(g.contrast.measured for g in family.gaps):
         p_beats = [g.contrast.p_not_better_by(margin) for g in family.gaps]
         if max(p_beats) < ALPHA:
-            equivalence = tuple((g.schedule, g.contrast.tost(margin)) for g in family.gaps[:TOP_K])
-            verdict = _about("equivalent", margin, best, family.method, max(p_beats), equivalence=equivalence, worse=worse)
+            tosts = [g.contrast.tost(margin) for g in family.gaps]
+            equivalence = tuple((g.schedule, p) for g, p in zip(family.gaps[:TOP_K], tosts))
+            kind, p = ("equivalent", max(tosts)) if max(tosts) < ALPHA else ("holds", max(p_beats))
+            verdict = _about(kind, margin, best, family.method, p, equivalence=equivalence, worse=worse)
             return Decision(verdict, family, fresh)
     return Decision(_undecided(family, fresh, best, margin, worse, confirm_command), family, fresh)
 

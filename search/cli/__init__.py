@@ -134,7 +134,8 @@ def _gap_row(gap) -> str:
     from search.analysis import PairedGap
 
     shown = PairedGap.of(gap.contrast, gap.adjusted_p)
-    return f"{shown.text()} {shown.verdict if shown.low is not None else ''} seeds {', '.join(map(str, gap.seeds))}".replace("  ", " ")
+    seeds = f"seed{'s' if len(gap.seeds) > 1 else ''} {', '.join(map(str, gap.seeds))}"  # which seeds, not how many
+    return f"{shown.text()} {shown.verdict if shown.low is not None else ''} {seeds}".replace("  ", " ")
 
 
 def _print_confirmation(rows, title: str) -> None:
@@ -522,4 +523,3 @@ def _fail(message: str) -> NoReturn:
     """One line on stderr, exit code 2: every error the user can fix ends here."""
     err.print(f"error: {' '.join(message.split())}", highlight=False, soft_wrap=True)
     sys.exit(2)
-

@@ -49,8 +49,8 @@ def test_the_best_is_one_pair_selected_from_n_until_confirmed(tiny_config):
     assert s.best_schedule == "4x3" and s.baseline_value == 2.05  # of 4 schedules on seed 0: uniform, 2 searched, 1 reference
     assert s.best_gap.all_seeds.n == 1 and s.best_gap.all_seeds.mean == pytest.approx(-0.05) and s.best_gap.unselected is None
     assert s.gap_text() == (
-        "-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`), selected as best of 4 schedules"
-    )
+        "-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 3 --seeds 3`), selected as best of 4 schedules"
+    )  # the verdict's command: one command, one count, everywhere
     assert s.verdict.kind == "undecided" and s.uniform_noise_floor == pytest.approx(0.03 / 2**0.5)
     assert s.verdict.command == "prism-search confirm known --top 3 --seeds 3"  # no noise measured: every schedule is open
     ref = s.references[0]
@@ -216,7 +216,7 @@ def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform
     assert s.best_schedule == UNIFORM and s.runner_up == "2x3" and s.best_gap.all_seeds.mean == pytest.approx(0.01)
     assert s.gap_text() == (
         "none: uniform is the best schedule by paired mean; the best other, 2x3: +0.0100 (n=1: noise not measured "
-        "yet; run `prism-search confirm known --top 1 --seeds 3`), selected as best of 2 schedules"
+        "yet; run `prism-search confirm known --top 2 --seeds 3`), selected as best of 2 schedules"
     )
     cli._print_summary(summarize(study), 12.0)
     assert "train the seeds that decide: prism-search confirm known --top 2 --seeds 3" in capsys.readouterr().out
@@ -247,7 +247,7 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
         add(study, UNIFORM, seed, 1.50, role="confirm")
         add(study, "4x3", seed, 1.48 + 0.01 * (seed - 1000), role="confirm")
     assert summarize(study).gap_text() == (
-        "on seeds it was not selected on -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 1 --seeds 3`); "
+        "on seeds it was not selected on -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 2 --seeds 36`); "
         "all 3 seeds -0.0267, selected as best of 4 schedules"
     )
 

@@ -23,7 +23,18 @@ def test_equivalence_shown_when_every_gap_is_inside_the_margin():
     runs = _runs({UNIFORM: 0.0, "a": 0.0, "b": 0.001, "c": -0.001}, range(8), noise=0.002)
     v = decide(runs, UNIFORM, {}, margin=0.01).verdict
     assert v.kind == "equivalent" and len(v.equivalence) == 3 and all(p < 0.05 for _, p in v.equivalence)
-    assert v.to_dict()["kind"] == "equivalent" and v.text().startswith("equivalent: none of the schedules compared")
+    assert v.to_dict()["kind"] == "equivalent" and v.text().startswith("equivalent: every schedule compared is within ±0.01 of uniform")
+    assert "; resolution " in v.text()  # every verdict states what its seeds could detect
+
+
+def test_uniform_holds_is_one_sided_and_never_called_equivalent():
+    """No schedule beats uniform by the margin (one-sided), but one is worse by more than it: that is not equivalence."""
+    runs = _runs({UNIFORM: 0.0, "a": 0.0, "b": 0.03}, range(8), noise=0.002)
+    v = decide(runs, UNIFORM, {}, margin=0.01).verdict
+    assert v.kind == "holds" and v.adjusted_p < 0.05
+    assert v.text().startswith("uniform holds at margin 0.01: none of the schedules compared beats it by 0.01 or more (one-sided")
+    assert "not shown equivalent: two-sided TOST at ±0.01: " in v.text() and "equivalent:" not in v.text().split(";")[0]
+    assert "; resolution " in v.text() and dict(v.equivalence)["b"] > 0.05  # b is far outside the margin
 
 
 def test_equivalence_not_shown_with_few_noisy_seeds_says_how_many_would_resolve_it():
@@ -58,10 +69,10 @@ def test_nothing_compared_yet_is_undecided():
 
 
 BENCH = {  # the verdict each committed benchmark study reaches at the default margin (docs/results.md)
-    "bench-main": ("equivalent", "2x2,4x4"),
+    "bench-main": ("holds", "2x2,4x4"),  # one-sided: its top three fail the two-sided TOST
     "bench-long": ("undecided", "2x3,4x3"),
     "bench-width": ("undecided", "2x3,4x3"),
-    "bench-free": ("equivalent", "2x3,1x1,4x1,2x1"),
+    "bench-free": ("holds", "2x3,1x1,4x1,2x1"),
 }
 
 
