@@ -6,6 +6,12 @@ alike) and pools the residual variance over all schedules: its contrasts with un
 freedom, far more than one schedule's n - 1. Until some schedule other than uniform has two seeds there is no pooled
 variance, and each schedule's gap is its own paired t. Either way the p-values of the family are Holm-adjusted,
 because with K schedules against one baseline about K * 0.05 false "differences" appear by chance alone.
+
+Schedules are ranked by a shrunken estimate of their gap, not by their raw paired mean: a schedule run at one seed
+has a noisier mean than one run at three, and the best of many noisy means is the luckiest. The family's gaps are
+read as draws from a normal population of true gaps (empirical Bayes: its mean and spread estimated from the
+family itself, DerSimonian-Laird), and each estimate is pulled toward the population mean by its own noise. Equal
+seeds give every schedule the same pull, which keeps the raw ranking; where noise is not measured, the raw means rank.
 """
 
 from __future__ import annotations
@@ -27,9 +33,15 @@ class ScheduleGap:
 
     schedule: str
     seeds: tuple[int, ...]
-    paired_mean: float  # mean of (schedule - uniform) over `seeds`: what schedules are ranked by
+    paired_mean: float  # mean of (schedule - uniform) over `seeds`
     contrast: Contrast
     adjusted_p: float | None  # None while the contrast's noise is not measured
+    shrunk: float | None = None  # the empirical-Bayes estimate of its gap (None: the family's noise is not measured)
+
+    @property
+    def estimate(self) -> float:
+        """What schedules are ranked by, and compared with uniform's 0 by: the shrunken gap where there is one."""
+        return self.paired_mean if self.shrunk is None else self.shrunk
 
 
 @dataclass(frozen=True)
@@ -43,12 +55,13 @@ class ManyToOne:
 
     @property
     def method(self) -> str:
+        ranked = "; ranked by gaps shrunk by their noise (empirical Bayes)" if any(g.shrunk is not None for g in self.gaps) else ""
         if self.residual_df is not None:
-            return f"blocked model (schedule + seed), {self.residual_df} df, Holm over {len(self.gaps)}"
+            return f"blocked model (schedule + seed), {self.residual_df} df, Holm over {len(self.gaps)}{ranked}"
         tested = sum(g.adjusted_p is not None for g in self.gaps)
         if not tested:
             return "paired t per schedule; none has two paired seeds yet, so none is tested"
-        return f"paired t per schedule, Holm over {tested}"
+        return f"paired t per schedule, Holm over {tested}{ranked}"
 
     def gap(self, schedule: str) -> ScheduleGap | None:
         return next((g for g in self.gaps if g.schedule == schedule), None)
@@ -74,8 +87,43 @@ def many_to_one(runs: Mapping[tuple[str, int], float], control: str) -> ManyToOn
         sd_pair = math.sqrt(sum(x * x for x in spreads) / len(spreads)) if spreads else None
     measured = [s for s, c in contrasts.items() if c.measured]
     adjusted = dict(zip(measured, holm([contrasts[s].p for s in measured]), strict=True))
-    gaps = [ScheduleGap(s, tuple(seeds_of[s]), math.fsum(diffs[s]) / len(diffs[s]), contrasts[s], adjusted.get(s)) for s in seeds_of]
-    return ManyToOne(tuple(sorted(gaps, key=lambda g: (g.paired_mean, -len(g.seeds), g.schedule))), residual_df, sd_pair)
+    means = {s: math.fsum(d) / len(d) for s, d in diffs.items()}
+    shrunk = shrunken(means, _variances(means, contrasts, seeds_of, sd_pair))
+    gaps = [ScheduleGap(s, tuple(seeds_of[s]), means[s], contrasts[s], adjusted.get(s), shrunk.get(s)) for s in seeds_of]
+    return ManyToOne(tuple(sorted(gaps, key=lambda g: (g.estimate, -len(g.seeds), g.schedule))), residual_df, sd_pair)
+
+
+def _variances(
+    means: Mapping[str, float], contrasts: Mapping[str, Contrast], seeds_of: Mapping[str, list[int]], sd_pair: float | None
+) -> dict[str, float]:
+    """Each schedule's sampling variance of its gap: its contrast's se squared, else the pooled sd of one paired
+    difference over its seeds. Empty when no noise is measured."""
+    if sd_pair is None:
+        return {}
+    out = {}
+    for s in means:
+        c = contrasts.get(s)
+        out[s] = c.se**2 if c is not None and c.se is not None else sd_pair**2 / len(seeds_of[s])
+    return out
+
+
+def shrunken(means: Mapping[str, float], variances: Mapping[str, float]) -> dict[str, float]:
+    """Empirical-Bayes posterior means of the gaps: each `means[s]` pulled toward the random-effects mean by
+    tau^2 / (tau^2 + variances[s]), tau^2 the DerSimonian-Laird between-schedule variance. Empty with fewer than two
+    schedules, or where a variance is not positive (nothing to weigh by)."""
+    names = sorted(variances)
+    if len(names) < 2 or any(variances[s] <= 0 for s in names):
+        return {}
+    d = np.array([means[s] for s in names])
+    v = np.array([variances[s] for s in names])
+    w = 1.0 / v
+    fixed = float(w @ d / w.sum())
+    q = float(w @ (d - fixed) ** 2)
+    tau2 = max(0.0, (q - (len(names) - 1)) / float(w.sum() - (w @ w) / w.sum()))
+    w_random = 1.0 / (v + tau2)
+    mu = float(w_random @ d / w_random.sum())
+    pulled = mu + tau2 / (tau2 + v) * (d - mu)
+    return dict(zip(names, (float(x) for x in pulled), strict=True))
 
 
 def _blocked(

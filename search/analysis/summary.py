@@ -381,9 +381,9 @@ def auto_pruning_start(trials: list[FrozenTrial], config: StudyConfig) -> int | 
 
 
 def best_by_mean(family: ManyToOne, baseline: str) -> str:
-    """The schedule with the best paired mean gap to uniform; uniform itself when nothing beats it."""
+    """The schedule with the best (shrunken) gap to uniform; uniform itself when nothing beats it."""
     leader = family.gaps[0] if family.gaps else None
-    return baseline if leader is None or leader.paired_mean > 0 else leader.schedule
+    return baseline if leader is None or leader.estimate > 0 else leader.schedule
 
 
 def _pruning_text(rungs: list[RungAgreement] | None, config: StudyConfig, n_curves: int) -> str | None:
@@ -422,7 +422,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     experiment = experiment_state(plan, runs) if plan else None
     gaps = list(decision.family.gaps)
     leader = gaps[0] if gaps else None
-    uniform_wins = not plan and (leader is None or leader.paired_mean > 0)  # an experiment's schedule wins nothing
+    uniform_wins = not plan and (leader is None or leader.estimate > 0)  # an experiment's schedule wins nothing
     if plan:  # an experiment reports its pre-registered schedule, whichever way its mean leans
         best_schedule: str | None = plan.schedule
     elif gaps or (baseline, config.seed) in runs:
