@@ -142,11 +142,14 @@ class Summary:
     # a pre-registered experiment: each look read so far (None: not an experiment); nothing was selected in one,
     # and its next pairs come from `resume`
     looks: list[str] | None = None
+    crossed_pairs: list[str] = field(default_factory=list)  # pairs whose two runs ran on different kinds of hardware
+    verdict_one_kind: Verdict | None = None  # the verdict without them (None: no pair crossed)
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
         return out | {
             "verdict": self.verdict.to_dict(),
+            "verdict_one_kind": self.verdict_one_kind.to_dict() if self.verdict_one_kind else None,
             "gap_text": self.gap_text(),
             "fidelity_warnings": self.fidelity_warnings(),
             "warnings": self.warnings(),
@@ -288,6 +291,33 @@ def study_runs(trials: list[FrozenTrial], config: StudyConfig) -> dict[tuple[str
     return runs
 
 
+def crossed_hardware(trials: list[FrozenTrial], config: StudyConfig, runs: Mapping[tuple[str, int], float]) -> list[tuple[str, int]]:
+    """The (schedule, seed) runs of `runs` whose kind of hardware (worker.kernels) differs from uniform's run at that
+    seed: such a pair is not exact, since the same run on other CPU kernels or another GPU differs by about the
+    size of a small gap. Runs from before kernels were recorded cross nothing."""
+    kinds: dict[tuple[str, int], str] = {}
+    for t in trials:
+        worker = t.user_attrs.get(WORKER)
+        kind = worker.get("kernels") if isinstance(worker, dict) else None
+        key = (t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))
+        if (
+            t.state == TrialState.COMPLETE
+            and kind
+            and key in runs
+            and not (key == (str(config.baseline), config.seed) and t.user_attrs.get(ROLE) != ROLE_BASELINE)
+        ):
+            kinds[key] = kind  # type: ignore[index]
+    baseline = str(config.baseline)
+    return sorted(
+        (schedule, seed)
+        for schedule, seed in runs
+        if schedule != baseline
+        and (schedule, seed) in kinds
+        and (baseline, seed) in kinds
+        and kinds[(schedule, seed)] != kinds[(baseline, seed)]
+    )
+
+
 def selected_on(trials: list[FrozenTrial]) -> dict[str, set[int]]:
     """The seeds each schedule was picked on by the search (its search trials' seeds): its gaps there carry the
     winner's curse, so a "better" verdict never rests on them."""
@@ -420,6 +450,14 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     decision = decide(runs, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}")
     plan = plan_of(config)
     experiment = experiment_state(plan, runs) if plan else None
+    crossed = crossed_hardware(trials, config, runs)
+    if crossed:  # the same verdict read from the pairs whose two runs shared their kind of hardware
+        exact = {key: v for key, v in runs.items() if key not in set(crossed)}
+        on_one_kind = (
+            experiment_verdict(experiment_state(plan, exact))
+            if plan
+            else decide(exact, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}").verdict
+        )
     gaps = list(decision.family.gaps)
     leader = gaps[0] if gaps else None
     uniform_wins = not plan and (leader is None or leader.estimate > 0)  # an experiment's schedule wins nothing
@@ -492,6 +530,8 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         runner_up=runner_up,
         kernels=sorted({k for kinds in kernels.values() for k in kinds}),
         mixed_seeds=sorted(seed for seed, kinds in kernels.items() if len(kinds) > 1),
+        crossed_pairs=[f"{schedule} seed {seed}" for schedule, seed in crossed],
+        verdict_one_kind=on_one_kind if crossed else None,
     )
 
 

@@ -95,6 +95,9 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
         table.add_row("  ...", f"{len(s.gaps) - TOP_GAPS} more (`status --json` lists every schedule)")
     if s.failed_runs:
         table.add_row("failed for good", Text(s.failed_text()))  # the errors are text, never markup
+    if s.verdict_one_kind is not None:
+        pairs = f"{len(s.crossed_pairs)} pair{'s' if len(s.crossed_pairs) > 1 else ''} ({', '.join(s.crossed_pairs)})"
+        table.add_row("across hardware", Text(f"{pairs} ran on two kinds of hardware; without them: {s.verdict_one_kind.text()}"))
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:

@@ -240,6 +240,32 @@ def test_a_seed_trained_on_mixed_hardware_is_warned_about(tiny_config):
     ]
 
 
+def test_pairs_across_hardware_are_counted_and_the_verdict_is_read_without_them_too(tiny_config, capsys):
+    """A pair is exact only when both its runs used the same kernels: status names the pairs that crossed and gives
+    the verdict on the others beside the one on all."""
+    from search import cli
+
+    study = make_study(tiny_config)
+    avx512, avx2 = {"pid": 1, "kernels": "cpu AVX512"}, {"pid": 2, "kernels": "cpu AVX2"}
+    for seed, (u, a, b) in enumerate([(2.05, 2.04, 2.06), (2.08, 2.06, 2.09), (2.02, 2.01, 2.03)]):
+        add(study, UNIFORM, seed, u, role="baseline" if seed == 0 else "confirm", worker=avx512)
+        add(study, "4x3", seed, a, role="search" if seed == 0 else "confirm", worker=avx512)
+        add(study, "2x3", seed, b, role="search" if seed == 0 else "confirm", worker=avx512)
+    s = summarize(study)
+    assert s.crossed_pairs == [] and s.verdict_one_kind is None and s.to_dict()["verdict_one_kind"] is None
+    add(study, UNIFORM, 3, 2.00, role="confirm", worker=avx512)
+    add(study, "4x3", 3, 1.90, role="confirm", worker=avx2)  # a big gap, from a run on other kernels
+    add(study, "2x3", 3, 2.01, role="confirm", worker=avx512)
+    s = summarize(study)
+    assert s.crossed_pairs == ["4x3 seed 3"]
+    without = s.verdict_one_kind
+    assert without is not None and without.effect != s.verdict.effect  # read on the exact pairs alone
+    assert s.to_dict()["verdict_one_kind"]["text"] == without.text()
+    cli._print_summary(s, None)
+    cells = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the table's cell text, borders and wraps gone
+    assert "across hardware" in cells and "1 pair (4x3 seed 3) ran on two kinds of hardware; without them:" in cells
+
+
 def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_config):
     study = make_study(tiny_config)
     searched(study)
