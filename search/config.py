@@ -287,10 +287,11 @@ class StudyConfig(_Section):
     resources: ResourcesSection = ResourcesSection()
     tracking: TrackingSection = TrackingSection()
     experiment: ExperimentSection | None = None
-    # resolved once, when the config is validated, and read by every caller (a model_copy keeps them)
-    _model_config: ModelConfig = PrivateAttr()
-    _family: ScheduleFamily = PrivateAttr()
-    _baseline: Schedule = PrivateAttr()
+    # resolved once (by the validation, or on first use in a copy that changed the model or the space) and read by
+    # every caller
+    _model_config: ModelConfig | None = PrivateAttr(None)
+    _family: ScheduleFamily | None = PrivateAttr(None)
+    _baseline: Schedule | None = PrivateAttr(None)
 
     @field_validator("name")
     @classmethod
@@ -307,37 +308,24 @@ class StudyConfig(_Section):
 
     @model_validator(mode="after")
     def _schedules_fit(self) -> StudyConfig:
-        return self._resolved()
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> StudyConfig:
-        """A copy with `update` applied unchecked (pydantic's); one that changes the model or the space resolves
-        their values again, so no copy carries another config's schedule space."""
-        copy = super().model_copy(update=update, deep=deep)
-        return copy._resolved() if update and {"model", "space"} & update.keys() else copy
-
-    def _resolved(self) -> StudyConfig:
         """Checks the schedules the config names against its model, and resolves the model config, the uniform
         baseline and the schedule space once for every later reader."""
-        cfg = self.model.to_model_config()
+        cfg = self.model_config_
         allowed = allowed_head_counts(cfg)
         if self.space.baseline_heads is not None and self.space.baseline_heads not in allowed:
             raise ValueError(
                 f"space.baseline_heads={self.space.baseline_heads} is not allowed for d_model={cfg.d_model} and "
                 f"head dims [{cfg.dh_min}, {cfg.dh_max}]; use one of {allowed}"
             )
-        # uniform heads at head dim 64 (GPT-2's choice) unless configured; the nearest allowed count otherwise
-        heads = self.space.baseline_heads or min(allowed, key=lambda h: abs(cfg.d_model // h - 64))
-        self._model_config, self._baseline = cfg, Schedule.uniform(heads, cfg.n_layer)
         for text in self.space.references:
             try:
-                validate(parse_reference(text, cfg.n_layer, allowed, heads).schedule, cfg)
+                validate(parse_reference(text, cfg.n_layer, allowed, self.baseline.heads[0]).schedule, cfg)
             except (ScheduleError, ValueError) as e:
                 raise ValueError(f"space.references {text!r}: {e}") from None
         try:
-            family = make_family(self.space.family, cfg.n_layer, allowed, self.space.late_zone)
+            family = self.family
         except ValueError as e:
             raise ValueError(f"space.family={self.space.family!r}: {e}") from None
-        self._family = family
         if self.search.sampler == "grid" and family.size() > GRID_LIMIT:
             raise ValueError(
                 f"search.sampler='grid' cannot enumerate the {family.size():,} schedules of the {family.name!r} space "
@@ -376,19 +364,36 @@ class StudyConfig(_Section):
             if not ok:
                 raise ValueError(message)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> StudyConfig:
+        """A copy with `update` applied unchecked (pydantic's); one that changes the model or the space resolves
+        their values anew on first use, so no copy carries another config's schedule space."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update and {"model", "space"} & update.keys():
+            copy._model_config = copy._family = copy._baseline = None
+        return copy
+
     @property
     def model_config_(self) -> ModelConfig:
         """The model every trial of the study trains (prism's ModelConfig)."""
+        if self._model_config is None:
+            self._model_config = self.model.to_model_config()
         return self._model_config
 
     @property
     def baseline(self) -> Schedule:
-        """The uniform schedule every other one is compared with, paired per seed."""
+        """The uniform schedule every other one is compared with, paired per seed: uniform heads at head dim 64
+        (GPT-2's choice) unless configured, the nearest allowed count otherwise."""
+        if self._baseline is None:
+            cfg = self.model_config_
+            heads = self.space.baseline_heads or min(allowed_head_counts(cfg), key=lambda h: abs(cfg.d_model // h - 64))
+            self._baseline = Schedule.uniform(heads, cfg.n_layer)
         return self._baseline
 
     @property
     def family(self) -> ScheduleFamily:
         """The schedule space the config declares (search.families)."""
+        if self._family is None:
+            self._family = make_family(self.space.family, self.model.n_layer, allowed_head_counts(self.model_config_), self.space.late_zone)
         return self._family
 
 
@@ -401,6 +406,16 @@ class Flags:
     n_trials: int | None = None
     workers: int | None = None
     track: tuple[str, ...] = ()
+
+    def flag_of(self, loc: tuple) -> str | None:
+        """The flag that set the field at `loc` (a validation error's location), if one did."""
+        fields: dict[tuple, tuple[str, object]] = {
+            ("storage",): ("--storage", self.storage),
+            ("n_trials",): ("--n-trials", self.n_trials),
+            ("resources", "workers"): ("--workers", self.workers),
+        }
+        flag, value = fields.get(loc[:2] if loc[:1] == ("resources",) else loc[:1], (None, None))
+        return flag if value else None
 
     def applied(self, data: dict) -> dict:
         """`data` (a config as TOML or JSON holds it) with the flags on top that the config's own validation
@@ -440,9 +455,8 @@ def parse_config(data: dict, source: str = "config", stored: bool = False, flags
     the disk is not consulted again, and a field it leaves out whose default changed since means what it meant then
     (prism.config.EARLIER_DEFAULTS). `flags`: the command line's, applied before the parse (their errors name the
     command line)."""
-    if flags is not None and flags != Flags():
+    if flags is not None:
         data = flags.applied(data)
-        source = f"{source} with the command line's flags"  # a bad --n-trials or --workers is named as such
     if stored:
         data = data | {
             name: earlier | data.get(name, {}) for name, earlier in EARLIER_DEFAULTS.items() if isinstance(data.get(name, {}), dict)
@@ -450,7 +464,8 @@ def parse_config(data: dict, source: str = "config", stored: bool = False, flags
     try:
         config = StudyConfig.model_validate(data, context={"stored": stored})
     except ValidationError as e:
-        raise ConfigError(_format_validation_error(e, source)) from None
+        flag = flags.flag_of(tuple(e.errors()[0]["loc"])) if flags is not None else None
+        raise ConfigError(_format_validation_error(e, f"{source} with the command line's {flag}" if flag else source)) from None
     if flags is not None and flags.track:
         config = config.model_copy(update={"tracking": config.tracking.with_flags(list(flags.track))})
     return config

@@ -75,8 +75,8 @@ def stored_config(study: optuna.Study, flags: Flags | None = None) -> StudyConfi
     except json.JSONDecodeError as e:
         raise ConfigError(f"{source}: not valid JSON ({e}); the study attr {ATTR_CONFIG!r} was changed outside prism-search") from None
     except ConfigError as e:
-        if flags is not None and flags != Flags():
-            raise  # a command-line flag out of bounds: its message names it
+        if "with the command line's --" in str(e):
+            raise  # a flag out of bounds: its message names it
         # the TOML hint ("remove it") does not apply to a stored study
         raise ConfigError(f"{str(e).split('; ')[0]}; open the study with the prism-search version that created it") from None
 

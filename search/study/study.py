@@ -261,13 +261,18 @@ class Study:
 
         from search.runner.cluster import check_cluster
         from search.signals import sigterm_as_ctrl_c
-        from search.study.lifecycle import confirm
+        from search.study.lifecycle import StudyInterrupted, confirm
 
         check_cluster(address, self.storage)
         config = self._resolve(Flags(workers=workers, track=tuple(track)))
         started = time.monotonic()
-        with sigterm_as_ctrl_c():
-            rows = confirm(self.optuna_study, config, top, seeds, address, progress or _default_progress())
+        try:
+            with sigterm_as_ctrl_c():
+                rows = confirm(self.optuna_study, config, top, seeds, address, progress or _default_progress())
+        except StudyInterrupted:
+            raise
+        except KeyboardInterrupt as interrupt:  # before the runs started (Ray's start-up): the study is stored all the same
+            raise StudyInterrupted(stored=True) from interrupt
         self.wall_s = time.monotonic() - started
         return rows
 

@@ -29,8 +29,10 @@ def test_a_config_stored_before_the_defaults_changed_keeps_what_it_trained():
 def test_the_command_lines_flags_are_checked_by_the_configs_own_bounds():
     config = parse_config({"name": "x", "resources": {"cpus_per_trial": 2}}, flags=Flags(n_trials=7, workers=3, storage="sqlite:///f.db"))
     assert (config.n_trials, config.resources.workers, config.resources.cpus_per_trial, config.storage) == (7, 3, 2, "sqlite:///f.db")
-    with pytest.raises(ConfigError, match=r"^config with the command line's flags: n_trials: .*less than or equal to 1000000"):
+    with pytest.raises(ConfigError, match=r"^config with the command line's --n-trials: n_trials: .*less than or equal to 1000000"):
         parse_config({"name": "x"}, flags=Flags(n_trials=10**7))
+    with pytest.raises(ConfigError, match=r"^config: name: "):  # a field no flag set is named as the file's
+        parse_config({"name": "."}, flags=Flags(n_trials=3, storage="sqlite:///f.db"))
     tracked = parse_config({"name": "x"}, flags=Flags(track=("tensorboard=tb",)))
     assert tracked.tracking.tensorboard is not None and tracked.tracking.tensorboard.endswith("/tb")
 
