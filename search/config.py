@@ -76,14 +76,36 @@ def _declared_numbers(annotation: Any) -> set[type]:
     return set() if bool in args else {a for a in args if a in (int, float)}
 
 
-def _section_of(cls: type, exclude: tuple[str, ...] = ()) -> Any:
-    """A TOML section declared by a prism dataclass: its fields, types, defaults and bounds, restated nowhere."""
+def _section_of(cls: type, descriptions: Mapping[str, str], exclude: tuple[str, ...] = ()) -> Any:
+    """A TOML section declared by a prism dataclass: its fields, types, defaults and bounds, restated nowhere; the
+    descriptions (what docs/configuration.md says of each field) are the study config's own words."""
     hints = get_type_hints(cls)
-    settings: dict[str, Any] = {f.name: (hints[f.name], Field(f.default, **f.metadata)) for f in fields(cls) if f.name not in exclude}
+    settings: dict[str, Any] = {
+        f.name: (hints[f.name], Field(f.default, description=descriptions.get(f.name), **f.metadata))
+        for f in fields(cls)
+        if f.name not in exclude
+    }
     return create_model(f"{cls.__name__}Fields", __base__=_Section, **settings)
 
 
-class ModelSection(_section_of(ModelConfig)):  # type: ignore[misc]  # a base built at import time
+_MODEL_FIELDS = {
+    "vocab_size": "token ids the model embeds: 256 for the bytes tokenizer, else the BPE size or the token files' declared vocab",
+    "n_layer": "Transformer blocks; a schedule gives each its own head count",
+    "d_model": "width of the residual stream; a layer's heads split it (head dim = d_model / heads)",
+    "block_size": "context length in tokens (training and validation windows)",
+    "dh_min": "smallest head dim a schedule may use, a power of two (the most heads per layer: d_model / dh_min)",
+    "dh_max": "largest head dim a schedule may use, a power of two (the fewest heads per layer: d_model / dh_max)",
+    "mlp_ratio": "MLP hidden width over d_model (swiglu: 2/3 of that width, rounded up to a multiple of 8)",
+    "dropout": "dropout on attention weights, residual branches and embeddings; 0: none",
+    "bias": "biases in the linear layers and LayerNorms",
+    "positions": "learned absolute position embeddings, or rope (rotary, per head at the layer's head dim, no parameters)",
+    "norm": "layernorm or rmsnorm",
+    "mlp": "gelu-exact (nanoGPT's), gelu (GPT-2's tanh form, which Hugging Face GPT-2 checkpoints expect) or swiglu",
+    "qk_norm": "RMS-normalise queries and keys per head (a d_model-wide gain)",
+}
+
+
+class ModelSection(_section_of(ModelConfig, _MODEL_FIELDS)):  # type: ignore[misc]  # a base built at import time
     @field_validator("dh_min", "dh_max")
     @classmethod
     def _power_of_two(cls, v: int) -> int:
@@ -103,7 +125,9 @@ class ModelSection(_section_of(ModelConfig)):  # type: ignore[misc]  # a base bu
 
 
 class SpaceSection(_Section):
-    family: Literal[tuple(FAMILIES)] = "ramp"  # type: ignore[valid-type]  # the registry's names
+    family: Literal[tuple(FAMILIES)] = Field(  # type: ignore[valid-type]  # the registry's names
+        "ramp", description="the schedule space (search/families/): ramp (monotone), ramp+late, free (any count per layer) or uniform"
+    )
     baseline_heads: int | None = Field(None, gt=0, le=2**16, description="uniform baseline head count; default: head dim 64")
     references: list[str] = Field(default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp")
     late_zone: tuple[float, float] = Field(DEFAULT_LATE_ZONE, description="ramp+late: relative depths of the 2nd rise")
@@ -116,8 +140,26 @@ class SpaceSection(_Section):
         return v
 
 
+_TRAIN_FIELDS = {
+    "steps": "optimizer steps per trial",
+    "batch_size": "sequences per step (training tokens per step: batch_size x model.block_size)",
+    "lr": "peak learning rate of AdamW",
+    "min_lr_ratio": "the cosine decay ends at min_lr_ratio x lr at the last step",
+    "warmup_steps": "linear learning-rate warmup before the cosine decay; below steps",
+    "weight_decay": "AdamW weight decay of the matrices and embeddings (biases and norm gains get none)",
+    "beta1": "AdamW's first-moment decay",
+    "beta2": "AdamW's second-moment decay",
+    "grad_clip": "gradient norm clipped to this before every step",
+    "eval_every": "steps between validation evaluations: the learning curve's points and the pruner's rungs",
+    "eval_batches": "validation batches per evaluation: the same fixed windows for every trial",
+    "precision": "auto: bf16 autocast on CUDA where supported, else fp32",
+    "compile": "torch.compile the model (off: its compile time dwarfs a short trial)",
+    "fused_adamw": "always: AdamW's fused kernel on every device; cuda: on CUDA only (nanoGPT's rule)",
+}
+
+
 # the study's top-level seed and its resources set TrainConfig's seed and device
-class TrainSection(_section_of(TrainConfig, exclude=("seed", "device"))):  # type: ignore[misc]
+class TrainSection(_section_of(TrainConfig, _TRAIN_FIELDS, exclude=("seed", "device"))):  # type: ignore[misc]
     @model_validator(mode="after")
     def _consistent(self) -> TrainSection:
         self.to_train_config(seed=0)  # TrainConfig's own cross-field checks (warmup below steps)
@@ -132,10 +174,14 @@ class DataSection(_Section):
         "shakespeare",
         description="built-in name, or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
     )
-    val_fraction: float = Field(0.1, gt=0, lt=0.5)
-    tokenizer: Literal["bytes", "bpe"] = "bytes"
+    val_fraction: float = Field(
+        0.1, gt=0, lt=0.5, description="share of the corpus held out for validation (a train.bin + val.bin folder: its val.bin)"
+    )
+    tokenizer: Literal["bytes", "bpe"] = Field(
+        "bytes", description="bytes (256 ids), or bpe: a byte-level BPE of vocab_size tokens trained locally on the training text"
+    )
     vocab_size: int | None = Field(None, gt=0, le=2**24, description="BPE size (default 4096), or the declared vocab of token files")
-    token_dtype: Literal["uint16", "uint32"] = "uint16"
+    token_dtype: Literal["uint16", "uint32"] = Field("uint16", description="integer type of .bin token files; uint32 for ids above 65535")
 
     @field_validator("corpus")
     @classmethod
@@ -161,15 +207,20 @@ GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a m
 
 
 class SearchSection(_Section):
-    sampler: Literal["tpe", "gp", "nsga2", "random", "grid"] = "tpe"
-    pruner: Literal["hyperband", "successive-halving", "median", "none"] = "hyperband"
+    sampler: Literal["tpe", "gp", "nsga2", "random", "grid"] = Field(
+        "tpe",
+        description="Optuna sampler that proposes schedules, seeded by the study seed; grid: every schedule once, in the family's order",
+    )
+    pruner: Literal["hyperband", "successive-halving", "median", "none"] = Field(
+        "hyperband", description="stops weak trials at rungs counted in training tokens; none: every trial trains to the end"
+    )
     n_startup_trials: int = Field(4, ge=0, le=10_000, description="random trials before TPE models the space")
     min_resource_evals: Annotated[int, Field(gt=0, le=MAX_STEPS)] | Literal["auto"] = Field(
         1,
         description="pruner's first rung, in evaluations (eval_every steps); 'auto': no pruning before the first rung "
         "whose within-seed rank agreement with the final loss is reliably high in this study's own complete curves",
     )
-    reduction_factor: int = Field(3, ge=2, le=100)
+    reduction_factor: int = Field(3, ge=2, le=100, description="hyperband, successive-halving: 1 in this many trials goes on at each rung")
     baseline_seeds: int = Field(3, ge=1, le=MAX_SEEDS, description="uniform baseline repeats with different seeds: the noise floor")
     max_failed_trials: int = Field(3, ge=0, le=10**6, description="stop the run after this many failed trials")
     prior_strength: float = Field(
@@ -210,8 +261,8 @@ class SearchSection(_Section):
 
 
 class ResourcesSection(_Section):
-    workers: int = Field(2, gt=0, le=10_000)
-    cpus_per_trial: int = Field(1, gt=0, le=4096)
+    workers: int = Field(2, gt=0, le=10_000, description="trials that train at once (Ray workers)")
+    cpus_per_trial: int = Field(1, gt=0, le=4096, description="CPU cores, and torch threads, of each trial")
     gpus_per_trial: float = Field(0.0, ge=0, le=1024, description="a fraction (0.25: four trials share a GPU) or whole GPUs")
     max_retries: int = Field(2, ge=0, le=100, description="re-runs of a trial whose worker died (pre-emption, OOM kill)")
 
@@ -270,23 +321,29 @@ class TrackingSection(_Section):
 
 class StudyConfig(_Section):
     name: str = Field(min_length=1, max_length=100, description="the study's name, also a folder under checkpoint_dir and a dashboard URL")
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-    n_trials: int = Field(10, gt=0, le=10**6)
-    storage: str = DEFAULT_STORAGE
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED, description="the search seed: initial weights, data order and validation batches of every search trial"
+    )
+    n_trials: int = Field(10, gt=0, le=10**6, description="trained trials the study runs to (served duplicates do not count)")
+    storage: str = Field(
+        DEFAULT_STORAGE, description="SQLAlchemy URL of the study database: SQLite on one machine, PostgreSQL for a cluster"
+    )
     keep_checkpoints: Literal["best", "all", "none"] = Field(
         "best",
         description="trained models to keep: the best trial's (and the Pareto front's) with the paired baseline's"
         " (default: `audit STUDY:baseline` works after any study), every trial's (pruned ones too), or none",
     )
     checkpoint_dir: str = Field("checkpoints", validate_default=True, description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
-    model: ModelSection = ModelSection()
-    space: SpaceSection = SpaceSection()
-    train: TrainSection = TrainSection()
-    data: DataSection = DataSection()
-    search: SearchSection = SearchSection()
-    resources: ResourcesSection = ResourcesSection()
-    tracking: TrackingSection = TrackingSection()
-    experiment: ExperimentSection | None = None
+    model: ModelSection = Field(ModelSection(), description="the Transformer every trial trains")
+    space: SpaceSection = Field(SpaceSection(), description="the schedules searched, the uniform baseline and the reference schedules")
+    train: TrainSection = Field(TrainSection(), description="how every trial trains")
+    data: DataSection = Field(DataSection(), description="the corpus and its tokenizer")
+    search: SearchSection = Field(SearchSection(), description="sampler, pruner, seeds, the verdicts' margin and racing")
+    resources: ResourcesSection = Field(ResourcesSection(), description="workers and what each trial gets")
+    tracking: TrackingSection = Field(TrackingSection(), description="experiment trackers that log every finished trial")
+    experiment: ExperimentSection | None = Field(
+        None, description="a pre-registered paired experiment in place of a search (absent: a search)"
+    )
     # resolved once (by the validation, or on first use in a copy that changed the model or the space) and read by
     # every caller
     _model_config: ModelConfig | None = PrivateAttr(None)
