@@ -41,7 +41,18 @@ class StudyProgress(Protocol):
 
 class LogProgress:
     """`StudyProgress` as log records of the `search` logger: the default outside the CLI. Each finished trial says
-    k of N and an estimate of the time left."""
+    k of N and an estimate of the time left.
+
+    Example:
+        >>> import logging, sys
+        >>> logger = logging.getLogger("search.demo")  # any logger; the default is "search"
+        >>> logger.addHandler(logging.StreamHandler(sys.stdout)); logger.setLevel(logging.INFO); logger.propagate = False
+        >>> progress = LogProgress(logger)
+        >>> progress.begin("demo", target=2, done_before=1)
+        study demo: 1 of 2 trials trained, training the rest
+        >>> progress.finished(7, "COMPLETE", 2.3456)
+        trial 7 COMPLETE val loss 2.3456 (2 of 2)
+    """
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger("search")
