@@ -478,3 +478,18 @@ def test_the_scan_finds_optuna_internals():
         (13, "optuna.storages.InMemoryStorage"),
     ]
     assert _optuna_private(ast.parse("from search.storage._optuna import trial_id\n"), in_storage=True) == []
+
+
+_WRITES = {"set_user_attr", "set_system_attr", "set_constraint", "tell", "enqueue", "enqueue_trial", "add_trial", "create_study"}
+
+
+def test_analysis_only_reads():
+    """search.analysis reads stored studies and returns typed values: no call in it writes a study or a trial."""
+    calls = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id}"
+        for path in sorted((ROOT / "search" / "analysis").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)) in _WRITES
+    ]
+    assert not calls, calls

@@ -24,7 +24,6 @@ from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
 from search.analysis.budget import Budget, budget, exhausted
-from search.analysis.constraints import apply_constraint
 from search.attrs import (
     ATTEMPT,
     ATTR_CHECKPOINT_ERROR,
@@ -51,7 +50,7 @@ from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
-from search.storage.records import enqueue, objective_values, result_attrs, schedule_attrs
+from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
 DB_ERRORS = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)

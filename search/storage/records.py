@@ -35,6 +35,12 @@ def objective_values(result: TrainResult, objectives: Sequence[str]) -> list[flo
     return [by_name[name] for name in objectives]
 
 
+def apply_constraint(trial: optuna.Trial, config: StudyConfig, ratio: float | None) -> None:
+    """The neutrality constraint (search.analysis.constraints), stored on the trial: feasible when <= 0."""
+    if config.search.min_throughput_ratio is not None and ratio is not None:
+        trial.set_constraint(THROUGHPUT_RATIO, config.search.min_throughput_ratio - ratio)
+
+
 def result_attrs(result: TrainResult) -> dict:
     """How a result is stored on its trial: the same for every path that stores one."""
     curve = [[p.tokens, p.val_loss] for p in result.curve]
