@@ -34,7 +34,7 @@ def test_studies_list_links_every_study_with_its_summary(dash_url):
     for name in ("prism", "pareto", "plain"):
         assert f'href="/study/{name}"' in html
     assert "gap to uniform" in html and "σ" not in html  # prism study: a paired gap, no normal-noise language
-    assert "n=1: noise not measured yet; run `prism-search confirm prism --top 1 --seeds 3`" in html
+    assert "n=1: noise not measured yet; run `prism-search confirm prism --top 5 --seeds 3`" in html  # the verdict's command
     assert "selected as best of" in html  # the best of N on one seed, not confirmed
     assert "plain Optuna study" in html and 'class="badge running"' in html
     assert 'href="/study/pareto/trial/' in html  # the two-objective study: its best val_loss trial, linked
