@@ -76,6 +76,19 @@ def test_noise_from_another_study_is_its_blocked_models(monkeypatch, capsys, tmp
     assert f["speed"]["source"] == "measured" and f["speed"]["tokens_per_s"] != 99.0
 
 
+def test_a_gpu_config_without_a_gpu_or_a_stated_speed_has_no_hours(monkeypatch, capsys, tmp_path, study_toml):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the speed is timed on it")
+    gpu = study_toml(("[resources]\nworkers = 2", "[resources]\nworkers = 1\ngpus_per_trial = 1"))
+    code, out, err = run_cli(monkeypatch, capsys, tmp_path, "plan", str(gpu), "--sd", "0.008")
+    text = " ".join(out.split())
+    assert code == 0, err
+    assert "53 runs x 15.4k tokens" in text and "no tokens/s: the config trains on a GPU, none is here" in text, text
+    assert "pass --tokens-per-s" in text
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
