@@ -4,8 +4,26 @@ and never writes: the CLI, the dashboard, the study and the runner all read a st
 """
 
 from search.analysis.budget import Budget
+from search.analysis.forecast import NOISE_PAIRED, NOISE_STATED, NOISE_UNIFORM, SPEED_MEASURED, SPEED_STATED, SPEED_STORED, Cost, Forecast
 from search.analysis.stats import MIN_CURVES, PairedGap, tokens_text
 from search.analysis.stored import stored_studies, stored_study
 from search.analysis.summary import Summary, summarize
 
-__all__ = ["MIN_CURVES", "Budget", "PairedGap", "Summary", "stored_studies", "stored_study", "summarize", "tokens_text"]
+__all__ = [
+    "MIN_CURVES",
+    "NOISE_PAIRED",
+    "NOISE_STATED",
+    "NOISE_UNIFORM",
+    "SPEED_MEASURED",
+    "SPEED_STATED",
+    "SPEED_STORED",
+    "Budget",
+    "Cost",
+    "Forecast",
+    "PairedGap",
+    "Summary",
+    "stored_studies",
+    "stored_study",
+    "summarize",
+    "tokens_text",
+]

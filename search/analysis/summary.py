@@ -22,6 +22,7 @@ from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
 from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
+from search.analysis.forecast import Cost, study_deciding_cost
 from search.analysis.racing import Racing
 from search.analysis.sequential import experiment_verdict, plan_of
 from search.analysis.sequential import state as experiment_state
@@ -144,6 +145,7 @@ class Summary:
     looks: list[str] | None = None
     crossed_pairs: list[str] = field(default_factory=list)  # pairs whose two runs ran on different kinds of hardware
     verdict_one_kind: Verdict | None = None  # the verdict without them (None: no pair crossed)
+    deciding: Cost | None = None  # undecided: what the verdict's command still trains, at the study's median tokens/s
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -532,6 +534,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         mixed_seeds=sorted(seed for seed, kinds in kernels.items() if len(kinds) > 1),
         crossed_pairs=[f"{schedule} seed {seed}" for schedule, seed in crossed],
         verdict_one_kind=on_one_kind if crossed else None,
+        deciding=None if experiment else study_deciding_cost(decision.verdict, decision.family, trials, config),
     )
 
 

@@ -40,6 +40,7 @@ class Verdict:
     equivalence: tuple[tuple[str, float], ...] = ()  # (schedule, TOST p at the margin) of the top TOP_K by mean
     worse: tuple[tuple[str, float, float], ...] = ()  # (schedule, gap, Holm-adjusted p): worse beyond noise
     seeds_needed: int | None = None  # undecided: paired seeds per schedule that would resolve the margin
+    top: int | None = None  # undecided: how many schedules `command` confirms (with uniform) on those seeds
     command: str | None = None  # undecided: what trains them
     reason: str = ""  # undecided: why, in words; equivalent: what else the test found, if anything
 
@@ -97,6 +98,7 @@ class Verdict:
             "equivalence": [{"schedule": s, "tost_p": p} for s, p in self.equivalence],
             "worse": [{"schedule": s, "effect": g, "adjusted_p": p} for s, g, p in self.worse],
             "seeds_needed": self.seeds_needed,
+            "top": self.top,
             "command": self.command,
             "text": self.text(),
         }
@@ -161,8 +163,8 @@ def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: f
     needed = pairs_needed(family.sd_pair, margin) if family.sd_pair else None
     if family.sd_pair and needed is None:
         reason += f" (the margin is below what seeds resolve at paired sd {family.sd_pair:.4f})"
-    seeds = needed if needed is not None else 3
-    command = f"{confirm_command} --top {min(len(open_), MAX_CONFIRM)} --seeds {seeds}" if open_ else None
+    seeds, top = (needed if needed is not None else 3), min(len(open_), MAX_CONFIRM)
+    command = f"{confirm_command} --top {top} --seeds {seeds}" if open_ else None
     fresh_best = fresh.gap(best.schedule)
     return _about(
         "undecided",
@@ -173,6 +175,7 @@ def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: f
         seeds=fresh_best.seeds if fresh_best else (),
         worse=worse,
         seeds_needed=seeds if command else None,
+        top=top if command else None,
         command=command,
         reason=reason,
     )

@@ -25,7 +25,7 @@ from search.signals import sigterm_as_ctrl_c
 from search.urls import mask_url
 
 if TYPE_CHECKING:
-    from search.analysis import Summary
+    from search.analysis import Cost, Forecast, Summary
     from search.study import Study
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
@@ -119,6 +119,8 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
         table.add_row(f"race {schedule}", standing)
     for number, look in enumerate(s.looks or [], 1):
         table.add_row(f"look {number}", look)
+    if s.deciding:
+        table.add_row("deciding costs", _cost_text(s.deciding, "this study's median run"))
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
     if wall_s is not None and s.verdict.command:
@@ -128,6 +130,20 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
         _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")
     for warning in s.warnings():
         err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+
+
+def _cost_text(c: Cost, speed: str) -> str:
+    """Runs, tokens and hours of training one run at a time, at the tokens/s that `speed` names."""
+    from search.analysis import tokens_text
+
+    text = f"{c.runs} runs, {tokens_text(c.tokens)} training tokens"
+    if c.hours is None or c.tokens_per_s is None:
+        return f"{text}; no tokens/s recorded, so no time"
+    return f"{text}, {_hours_text(c.hours)} of training one run at a time at {c.tokens_per_s:,.0f} tokens/s ({speed})"
+
+
+def _hours_text(hours: float) -> str:
+    return f"{hours:,.1f} h" if hours >= 1 else f"{max(hours * 60, 1):.0f} min" if hours * 60 >= 0.5 else "under a minute"
 
 
 TOP_GAPS = 5  # schedules listed in `status` by paired mean; --json has all
@@ -229,6 +245,83 @@ def schedules(
     if list_all:
         for schedule in family.enumerate():
             print(schedule)
+
+
+@app.command()
+def plan(
+    study_file: str = typer.Argument(..., help="study config, e.g. studies/bench-main.toml"),
+    noise_from: str | None = typer.Option(
+        None, "--noise-from", help="a stored study whose paired noise to use (default: the config's own study, when stored)"
+    ),
+    sd: float | None = typer.Option(None, "--sd", min=0, help="the sd of one paired difference (schedule minus uniform at a seed), stated"),
+    storage: str | None = typer.Option(None, "--storage", help="SQLAlchemy URL of the pilot (default: the config's storage)"),
+    margin: float | None = typer.Option(None, "--margin", min=0, help="the gap to resolve (default: the config's search.margin)"),
+    tokens_per_s: float | None = typer.Option(
+        None, "--tokens-per-s", min=0, help="training tokens/s of one run (default: the pilot's stored runs, else timed here)"
+    ),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+) -> None:
+    """Forecast what a verdict at the margin costs (paired seeds, runs, tokens, hours) before any compute."""
+    from search.study import forecast_study
+
+    f = forecast_study(study_file, storage=storage, noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
+    if as_json:
+        print(json.dumps(f.to_dict(), indent=2))
+        return
+    _print_forecast(f)
+
+
+def _print_forecast(f: Forecast) -> None:
+    from search.analysis import NOISE_PAIRED, NOISE_STATED, tokens_text
+
+    m = f"{f.margin:.4g}"
+    title = f"plan for {f.study} at margin {m}: search at one seed, then confirm the top {f.top} on fresh seeds"
+    table = Table(title=title, show_header=False)
+    n = f.noise
+    if n.source == NOISE_STATED:
+        where = "stated (--sd)"
+    elif n.source == NOISE_PAIRED:
+        where = f"the paired runs of study {n.study} ({n.method})"
+    else:
+        where = (
+            f"sqrt 2 x uniform's sd across the {(n.df or 0) + 1} seeds of study {n.study}: no schedule has paired seeds there, so "
+            "this is an upper bound (pairing removes each seed's own luck, which this sd holds)"
+        )
+    table.add_row("noise", f"sd {n.sd_pair:.4f} of one paired difference: {where}")
+    if f.pairs is None or f.resolution is None or f.total is None:
+        table.add_row("seeds", f"over 1,000 paired seeds per schedule: a margin of {m} is below what seeds resolve at this noise")
+        console.print(table)
+        return
+    detects = f"they detect {f.resolution:.4f} with 80% power, two-sided test at 0.05"
+    table.add_row("seeds", f"{f.pairs} paired seeds per schedule resolve {m} ({detects})")
+    space = f"; the space holds {f.space}" if f.search_runs < f.n_trials else ""
+    table.add_row("search", f"{f.search_runs} runs at the study seed (n_trials {f.n_trials}{space})")
+    each = f"{f.top} schedules and uniform x {f.pairs} fresh seeds; {f.top} is confirm's default --top"
+    table.add_row("confirm", f"{f.confirm_runs} runs: `{f.confirm_command}` ({each})")
+    table.add_row("total", f"{f.total.runs} runs x {tokens_text(f.tokens_per_run)} tokens = {tokens_text(f.total.tokens)} training tokens")
+    table.add_row("time", _forecast_time(f))
+    table.add_row("left at one seed", "schedules the search trains once and confirm does not take are judged on one pair each")
+    console.print(table)
+
+
+def _forecast_time(f: Forecast) -> str:
+    from search.analysis import SPEED_MEASURED, SPEED_STATED, SPEED_STORED
+
+    s, hours = f.speed, f.total.hours if f.total else None
+    if s is None or hours is None:
+        return (
+            "no tokens/s: the config trains on a GPU, none is here, and the GPU recipe states no measured figure "
+            "(scripts/gpu_recipe.py times a trial at an assumed MFU, or measures it with --measure on a GPU); pass --tokens-per-s"
+        )
+    source = {
+        SPEED_STATED: "given --tokens-per-s",
+        SPEED_STORED: f"the median of study {s.study}'s {s.runs} stored runs, on the machines they ran on",
+        SPEED_MEASURED: f"measured here: uniform {s.schedule}, {s.steps} steps after {s.warmup} warm-up, {s.threads} thread(s), {s.device}",
+    }[s.source]
+    text = f"{_hours_text(hours)} of training one run at a time at {s.tokens_per_s:,.0f} tokens/s ({source})"
+    if f.workers > 1:
+        text += f"; about {_hours_text(hours / f.workers)} on its {f.workers} workers if each keeps that speed"
+    return text
 
 
 @app.command()

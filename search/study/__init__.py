@@ -12,6 +12,7 @@ from search.study.create import open_study, reopen_study
 from search.study.export import render
 from search.study.failures import database_failure
 from search.study.lifecycle import StudyInterrupted, confirm, execute, narrow_sampler, prior_from_baseline, seed_study
+from search.study.planning import forecast_study
 from search.study.pruning import OptunaPruning, RungStopping, make_pruner, make_stopping
 from search.study.samplers import PriorSampler, ScheduleGridSampler, make_sampler
 from search.study.single import SingleRun, TrainOverrides, analyze, resolve, train_single
@@ -33,6 +34,7 @@ __all__ = [
     "confirm",
     "database_failure",
     "execute",
+    "forecast_study",
     "make_pruner",
     "make_sampler",
     "make_stopping",
