@@ -47,7 +47,7 @@ from search.runner.context import StudyContext
 from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.progress import StudyProgress
 from search.runner.undelivered import save_undelivered
-from search.runner.worker import TrialSession, TrialSpec
+from search.runner.worker import TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs
@@ -142,7 +142,7 @@ class Driver:
         *,
         stopping: Stopping,
         racing: RacePolicy | None = None,
-        session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
+        session_cls: type | None = None,  # what each worker runs (default: the [trainer]'s); benchmarks pass a no-compute one
     ):
         self.ctx = ctx
         self.study, self.config, self.family = ctx.study, ctx.config, ctx.family
@@ -152,6 +152,7 @@ class Driver:
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
         self.asked: list[optuna.Trial] = []  # every trial this driver started; an interrupt fails those still RUNNING
         res = ctx.config.resources
+        session_cls = session_cls or ctx.config.trainer.session_class()
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
