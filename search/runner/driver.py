@@ -3,9 +3,10 @@
     ask -> schedule -> worker.start(spec) -> worker.advance() ... each EvalPoint: report, should_prune?
         -> advance again | worker.stop() -> tell(COMPLETE | PRUNED | FAIL)
 
-Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession`, so torch
-is imported and the corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one
-trial it held. Every trial the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
+Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession` (a study
+whose [trainer] is the user's own command or function: a session of search.trainers), so torch is imported and the
+corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one trial it held. Every trial
+the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
 failed once their heartbeat is stale and their schedules are queued again (a served copy's only when no other
 trial holds its schedule: search.runner.cache.holder).
 """
@@ -311,7 +312,8 @@ class Driver:
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE
-        values = objective_values(result, self.config.search.objectives)
+        # a pruned trial is told no values: an outside trainer stopped before its end never measured its speed
+        values = [] if job.pruning else objective_values(result, self.config.search.objectives)
         try:
             self._record(job, result)
             if job.pruning:

@@ -258,7 +258,7 @@ class OutsideSession(abc.ABC):
     def _reference(self, spec: TrialSpec) -> _Reference:
         """The uniform baseline's parameter count and tokens/s on this worker, from one short run (cached)."""
         assert spec.baseline is not None
-        key = (spec.study, spec.baseline, spec.probe_steps, spec.train.seed if spec.trainer is None else 0)
+        key = (spec.study, spec.baseline, spec.probe_steps)
         if key not in self._references:
             folder = _scratch_dir(spec, "probe")
             request = _request(spec, spec.baseline, spec.probe_steps, trial_dir=folder, probe=True)
