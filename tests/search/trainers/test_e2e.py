@@ -14,8 +14,8 @@ from optuna.trial import TrialState
 
 from search.analysis.budget import budget
 from search.config import load_config
-from search.preflight import check_corpus
 from search.runner.driver import Driver
+from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 from search.study.pruning import make_stopping
@@ -127,10 +127,10 @@ def test_python_kind_runs_the_example_function_on_two_workers(ray_local, tmp_pat
     assert budget(trials, search_seed=0).trained == 3 and not [t for t in trials if t.state == TrialState.FAIL]
     assert {t.user_attrs["worker"]["kernels"] for t in trials if "worker" in t.user_attrs} == {"trainer python"}
     assert all(len(t.user_attrs["curve"]) == 3 and t.user_attrs["tokens_per_s"] > 0 for t in trials if t.state == TrialState.COMPLETE)
-    _exports_load_into_the_example_trainer(ctx.study, tmp_path)
+    _exports_load_into_the_example_trainer(ctx.study, config, tmp_path)
 
 
-def _exports_load_into_the_example_trainer(study, tmp_path):
+def _exports_load_into_the_example_trainer(study, config, tmp_path):
     """`export --schedule best --format json|hf|nanogpt`: each builds the example's GPT with the best trial's heads and
     exactly the parameter count that trial reported."""
     import importlib.util
@@ -147,7 +147,7 @@ def _exports_load_into_the_example_trainer(study, tmp_path):
         ("hf", "num_query_heads", "model_dim"),
         ("nanogpt", "n_head", "n_embd"),
     ]:
-        data = json.loads(render_schedule(study, "best", fmt))
+        data = json.loads(render_schedule(study, config, "best", fmt))
         path = tmp_path / f"best.{fmt}.json"
         path.write_text(json.dumps(data))
         if fmt == "nanogpt":  # the file the trainer's own --schedule-file reads
