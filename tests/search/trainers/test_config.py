@@ -48,14 +48,17 @@ def _toml(v) -> str:
     return json.dumps(v)
 
 
-def test_python_trainer_module_is_found_without_importing_it():
+def test_python_trainer_module_is_found_without_importing_it(tmp_path):
+    """Validation reads the module's source: neither it nor torch is imported, and sys.path is left as it was."""
+    import subprocess
     import sys
 
     text = (EXAMPLE / "study.toml").read_text().partition("[trainer]")[0]
-    config_text = text + f'[trainer]\nkind = "python"\nfunction = "train_gpt:run"\npath = ["{EXAMPLE}"]\n'
-    import tomllib
-
-    from search.config import parse_config
-
-    config = parse_config(tomllib.loads(config_text))
-    assert config.trainer.function == "train_gpt:run" and "train_gpt" not in sys.modules and str(EXAMPLE) not in sys.path
+    (tmp_path / "study.toml").write_text(text + f'[trainer]\nkind = "python"\nfunction = "train_gpt:run"\npath = ["{EXAMPLE}"]\n')
+    code = (
+        "import sys; from search.config import load_config\n"
+        f"before = list(sys.path); config = load_config({str(tmp_path / 'study.toml')!r})\n"
+        "print(config.trainer.function, sorted(m for m in ('train_gpt', 'torch') if m in sys.modules), sys.path == before)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["train_gpt:run", "[]", "True"], done.stdout + done.stderr
