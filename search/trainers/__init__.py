@@ -9,8 +9,6 @@ from search.trainers.command import PLACEHOLDERS, CommandSession, CommandTrainer
 from search.trainers.prism import PrismTrainer
 from search.trainers.python import PythonSession, PythonTrainer, Reporter, TrialStopped
 
-KINDS = {t.model_fields["kind"].default: t for t in (PrismTrainer, CommandTrainer, PythonTrainer)}
-
 
 def _kind(value: Any) -> str:
     """The section's kind; a section that names none is prism's own (the default)."""
@@ -23,7 +21,6 @@ TrainerSection = Annotated[
 ]
 
 __all__ = [
-    "KINDS",
     "PLACEHOLDERS",
     "REPORT_ENV",
     "SCHEMA_PATH",

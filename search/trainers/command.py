@@ -67,7 +67,7 @@ def placeholders_in(template: str) -> list[str]:
 
 
 class CommandTrainer(TrainerSettings):
-    kind: Literal["command"] = "command"
+    kind: Literal["command"] = Field("command", description="your command runs each trial, one process group per trial")
     argv: list[str] = Field(
         min_length=1, description="the trainer's command line; placeholders: " + ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
     )

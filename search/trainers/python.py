@@ -49,7 +49,7 @@ class TrialStopped(BaseException):
 
 
 class PythonTrainer(TrainerSettings):
-    kind: Literal["python"] = "python"
+    kind: Literal["python"] = Field("python", description="your function trains each trial on a worker thread")
     function: str = Field(pattern=_FUNCTION, description="module:callable, called with (request, reporter)")
     path: list[str] = Field(default_factory=list, description="folders put first on sys.path in each worker")
     options: dict[str, Any] = Field(default_factory=dict, description="handed to the function as request.options")
