@@ -107,22 +107,29 @@ def main(argv: list[str] | None = None) -> None:
 
 def config_reference() -> str:
     """docs/configuration.md: the intro, the top-level fields, then one table per section, in the order of StudyConfig."""
-    top = {name: f for name, f in StudyConfig.model_fields.items() if _section(f.annotation) is None}
+    top = {name: f for name, f in StudyConfig.model_fields.items() if not _sections(f.annotation)}
     parts = [GENERATED.format(what="config"), CONFIG_INTRO, "## Top level\n", _field_table(top)]
     for name, f in StudyConfig.model_fields.items():
-        section = _section(f.annotation)
-        if section is None:
+        sections = _sections(f.annotation)
+        if not sections:
             continue
-        parts += [f"## [{name}]\n", f"{_sentence(f.description)}\n", _field_table(section.model_fields)]
+        parts += [f"## [{name}]\n", f"{_sentence(f.description)}\n"]
+        if len(sections) == 1:
+            parts.append(_field_table(sections[0].model_fields))
+            continue
+        for section in sections:  # one table per kind (the trainer section's `kind` picks which fields apply)
+            parts += [f"### kind = {json.dumps(section.model_fields['kind'].default)}\n", _field_table(section.model_fields)]
     return "\n".join(parts)
 
 
-def _section(annotation: Any) -> type[BaseModel] | None:
-    """The section model a StudyConfig field holds (`ExperimentSection | None` included), None for a plain value."""
-    for a in (annotation, *get_args(annotation)):
-        if isinstance(a, type) and issubclass(a, BaseModel):
-            return a
-    return None
+def _sections(annotation: Any) -> list[type[BaseModel]]:
+    """The section models a StudyConfig field holds: one (`ExperimentSection | None` included), one per kind of a
+    tagged union (`[trainer]`), none for a plain value."""
+    if get_origin(annotation) is Annotated:
+        return _sections(get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for a in get_args(annotation) for m in _sections(a)]
 
 
 def _field_table(fields: dict[str, FieldInfo]) -> str:

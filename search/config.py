@@ -33,6 +33,7 @@ from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_t
 from search.errors import ConfigError
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
+from search.trainers import PrismTrainer, TrainerSection
 from search.urls import mask_in, mask_url
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
@@ -344,6 +345,9 @@ class StudyConfig(_Section):
     experiment: ExperimentSection | None = Field(
         None, description="a pre-registered paired experiment in place of a search (absent: a search)"
     )
+    trainer: TrainerSection = Field(
+        PrismTrainer(), description="who trains each trial: prism's own loop, your command or your Python function (docs/own-model.md)"
+    )
     # resolved once (by the validation, or on first use in a copy that changed the model or the space) and read by
     # every caller
     _model_config: ModelConfig | None = PrivateAttr(None)
@@ -383,6 +387,8 @@ class StudyConfig(_Section):
             family = self.family
         except ValueError as e:
             raise ValueError(f"space.family={self.space.family!r}: {e}") from None
+        if refused := self.trainer.refuses(family.name):
+            raise ValueError(f"trainer: {refused}")
         if self.search.sampler == "grid" and family.size() > GRID_LIMIT:
             raise ValueError(
                 f"search.sampler='grid' cannot enumerate the {family.size():,} schedules of the {family.name!r} space "

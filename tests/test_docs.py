@@ -33,6 +33,7 @@ def _sections() -> dict[str, type[BaseModel]]:
     found = {}
     for name, field in StudyConfig.model_fields.items():
         for a in (field.annotation, *getattr(field.annotation, "__args__", ())):
+            a = getattr(a, "__origin__", a) if hasattr(a, "__metadata__") else a  # Annotated[Section, Tag(...)]: a kind's section
             if isinstance(a, type) and issubclass(a, BaseModel):
                 found[name] = a
     return found

@@ -135,6 +135,7 @@ class Summary:
     confirmation: list[ConfirmationRow] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
+    failed_trials: list[str] = field(default_factory=list)  # search trials that failed for good, with their errors
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     mixed_seeds: list[int] = field(default_factory=list)  # seeds whose runs were trained on more than one kind of it
@@ -528,6 +529,11 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
             f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
             for (role, schedule, seed), t in failed_for_good(trials).items()
             if role in (ROLE_BASELINE, ROLE_REFERENCE)
+        ],
+        failed_trials=[
+            f"trial {t.number} {schedule} seed {seed}: {t.user_attrs.get(ERROR, 'no error recorded')}"
+            for (role, schedule, seed), t in failed_for_good(trials).items()
+            if role == ROLE_SEARCH and schedule is not None
         ],
         runner_up=runner_up,
         kernels=sorted({k for kinds in kernels.values() for k in kinds}),

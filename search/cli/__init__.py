@@ -95,6 +95,8 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
         table.add_row("  ...", f"{len(s.gaps) - TOP_GAPS} more (`status --json` lists every schedule)")
     if s.failed_runs:
         table.add_row("failed for good", Text(s.failed_text()))  # the errors are text, never markup
+    for failed in s.failed_trials:
+        table.add_row("failed trial", Text(failed))
     if s.verdict_one_kind is not None:
         pairs = f"{len(s.crossed_pairs)} pair{'s' if len(s.crossed_pairs) > 1 else ''} ({', '.join(s.crossed_pairs)})"
         table.add_row("across hardware", Text(f"{pairs} ran on two kinds of hardware; without them: {s.verdict_one_kind.text()}"))
@@ -372,16 +374,22 @@ def best(
 @app.command()
 def export(
     name: str = typer.Argument(..., help="study name"),
-    fmt: str = typer.Option("csv", "--format", help="csv or json"),
+    fmt: str = typer.Option("csv", "--format", help="csv or json; with --schedule: json, hf or nanogpt"),
+    schedule: str | None = typer.Option(
+        None, "--schedule", help="best, verdict or a trial number: that one schedule, as your own model code loads it (docs/own-model.md)"
+    ),
     storage: str | None = StorageOpt,
 ) -> None:
-    """Every finished trial as a row: objectives, metrics and one column per layer's head count."""
-    from search.study import Study, render
+    """Every finished trial as a row: objectives, metrics and one column per layer's head count; or one schedule."""
+    from search.study import Study, render, render_schedule
 
-    if fmt not in ("csv", "json"):
-        raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json")
+    if schedule is None and fmt not in ("csv", "json"):
+        raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json (hf and nanogpt with --schedule)")
     study = Study.load(name, storage=storage)
-    text = render(study.optuna_study, study.config, fmt)
+    if schedule is not None:
+        text = render_schedule(study.optuna_study, study.config, schedule, fmt)
+    else:
+        text = render(study.optuna_study, study.config, fmt)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

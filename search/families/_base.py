@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
-from typing import Any
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 import optuna
 
@@ -29,6 +30,16 @@ class ScheduleFamily(abc.ABC):
     def suggest(self, trial: optuna.Trial) -> Schedule:
         """Draw this trial's parameters and decode them into a schedule."""
 
+    def define_by_run(self) -> Callable[[optuna.Trial], None]:
+        """This space as a define-by-run function, for Ray Tune's `OptunaSearch(space=...)` (picklable: Tune saves
+        its searcher); a Tune trial's config holds the parameters, which `from_params` turns back into the schedule."""
+        return functools.partial(_draw, self)
+
+    def from_params(self, params: dict[str, Any]) -> Schedule:
+        """The schedule the parameters of `suggest` decode to (a Tune trial's config, a stored trial's params)."""
+        fixed = optuna.trial.FixedTrial(dict(params))  # answers suggest_* as a Trial does, from the given values
+        return self.suggest(cast(optuna.Trial, fixed))
+
     @abc.abstractmethod
     def params_for(self, schedule: Schedule) -> dict[str, Any]:
         """Parameters that decode to `schedule` (for enqueueing baselines and references)."""
@@ -46,3 +57,7 @@ class ScheduleFamily(abc.ABC):
         except ValueError:
             return False
         return True
+
+
+def _draw(family: ScheduleFamily, trial: optuna.Trial) -> None:
+    family.suggest(trial)  # the parameters are what Tune keeps; the schedule is rebuilt from them

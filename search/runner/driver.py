@@ -3,9 +3,10 @@
     ask -> schedule -> worker.start(spec) -> worker.advance() ... each EvalPoint: report, should_prune?
         -> advance again | worker.stop() -> tell(COMPLETE | PRUNED | FAIL)
 
-Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession`, so torch
-is imported and the corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one
-trial it held. Every trial the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
+Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession` (a study
+whose [trainer] is the user's own command or function: a session of search.trainers), so torch is imported and the
+corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one trial it held. Every trial
+the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
 failed once their heartbeat is stale and their schedules are queued again (a served copy's only when no other
 trial holds its schedule: search.runner.cache.holder).
 """
@@ -47,7 +48,7 @@ from search.runner.context import StudyContext
 from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.progress import StudyProgress
 from search.runner.undelivered import save_undelivered
-from search.runner.worker import TrialSession, TrialSpec
+from search.runner.worker import TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs
@@ -142,7 +143,7 @@ class Driver:
         *,
         stopping: Stopping,
         racing: RacePolicy | None = None,
-        session_cls: type[TrialSession] = TrialSession,  # what each worker runs; benchmarks pass a no-compute one
+        session_cls: type | None = None,  # what each worker runs (default: the [trainer]'s); benchmarks pass a no-compute one
     ):
         self.ctx = ctx
         self.study, self.config, self.family = ctx.study, ctx.config, ctx.family
@@ -152,6 +153,7 @@ class Driver:
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
         self.asked: list[optuna.Trial] = []  # every trial this driver started; an interrupt fails those still RUNNING
         res = ctx.config.resources
+        session_cls = session_cls or ctx.config.trainer.session_class()
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
@@ -310,7 +312,8 @@ class Driver:
 
     def _finish(self, job: _InFlight, result: TrainResult) -> None:
         state = TrialState.PRUNED if job.pruning else TrialState.COMPLETE
-        values = objective_values(result, self.config.search.objectives)
+        # a pruned trial is told no values: an outside trainer stopped before its end never measured its speed
+        values = [] if job.pruning else objective_values(result, self.config.search.objectives)
         try:
             self._record(job, result)
             if job.pruning:

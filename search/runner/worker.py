@@ -18,7 +18,8 @@ import os
 import shutil
 import socket
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -50,6 +51,8 @@ class TrialSpec:
     corpus_options: dict = field(default_factory=dict)  # load_corpus keywords: tokenizer, vocab_size, token_dtype
     checkpoint_dir: str | None = None  # where this trial's model goes; None: keep nothing
     keep_checkpoints: str = "none"  # best | all | none: "all" also saves pruned trials
+    trainer: Any = None  # an outside trainer's [trainer] section (search.trainers); None: prism's own, this session
+    trial_dir: str | None = None  # an outside trainer's folder for this trial: its report, logs and whatever it saves
 
     @classmethod
     def of(
@@ -83,7 +86,15 @@ class TrialSpec:
             corpus_options=config.data.corpus_options(),
             keep_checkpoints=keep_checkpoints,
             checkpoint_dir=checkpoint_dir,
+            **_outside_trainer(config, number),
         )
+
+
+def _outside_trainer(config: StudyConfig, number: int | None) -> dict:
+    """A study trial's command or python trainer (search.trainers) and the trial's own folder; nothing for prism's."""
+    if config.trainer.kind == "prism" or number is None:
+        return {}
+    return {"trainer": config.trainer, "trial_dir": str(Path(config.checkpoint_dir) / config.name / f"trial-{number:05d}")}
 
 
 def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:

@@ -9,7 +9,7 @@ Importing this package loads neither Ray nor torch: the functions that train imp
 from search.runner.progress import LogProgress, StudyProgress
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import open_study, reopen_study
-from search.study.export import render
+from search.study.export import SCHEDULE_FORMATS, render, render_schedule
 from search.study.failures import database_failure
 from search.study.lifecycle import StudyInterrupted, confirm, execute, narrow_sampler, prior_from_baseline, seed_study
 from search.study.planning import forecast_study
@@ -19,6 +19,7 @@ from search.study.single import SingleRun, TrainOverrides, analyze, resolve, tra
 from search.study.study import Study, TrialRow
 
 __all__ = [
+    "SCHEDULE_FORMATS",
     "LogProgress",
     "OptunaPruning",
     "PriorSampler",
@@ -42,6 +43,7 @@ __all__ = [
     "open_study",
     "prior_from_baseline",
     "render",
+    "render_schedule",
     "reopen_study",
     "resolve",
     "run_confirmation",

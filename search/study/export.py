@@ -24,6 +24,7 @@ from search.attrs import (
     heads_attr,
 )
 from search.config import StudyConfig
+from search.errors import PrismSearchError
 from search.storage.records import FINISHED
 
 _ATTRS = (
@@ -63,3 +64,51 @@ def render(study: optuna.Study, config: StudyConfig, fmt: str) -> str:
     writer.writeheader()
     writer.writerows(data)
     return buffer.getvalue()
+
+
+SCHEDULE_FORMATS = ("json", "hf", "nanogpt")
+
+
+def chosen_schedule(study: optuna.Study, config: StudyConfig, which: str) -> tuple[str, str]:
+    """(schedule, what chose it) for `export --schedule`: `best` (lowest mean val loss, as `status` names it),
+    `verdict` (the schedule the verdict found better than uniform; uniform itself when none was) or a trial number."""
+    from search.analysis import summarize
+
+    if which.isdigit():
+        trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+        if int(which) not in trials or SCHEDULE not in trials[int(which)].user_attrs:
+            raise PrismSearchError(f"--schedule {which}: study {study.study_name!r} has no trial {which} with a schedule")
+        return trials[int(which)].user_attrs[SCHEDULE], f"trial {which}"
+    summary = summarize(study, config)
+    if which == "best":
+        if summary.best_schedule is None:
+            raise PrismSearchError(f"--schedule best: study {study.study_name!r} has no finished trial yet")
+        return summary.best_schedule, f"best ({summary.best_how})"
+    if which == "verdict":
+        verdict = summary.verdict
+        if verdict.kind == "better" and verdict.schedule:
+            return verdict.schedule, f"verdict: {verdict.text()}"
+        return summary.baseline_schedule, f"verdict: {verdict.text()} (no schedule beat uniform: the uniform baseline)"
+    raise PrismSearchError(f"--schedule {which!r}: use best, verdict or a trial number")
+
+
+def render_schedule(study: optuna.Study, config: StudyConfig, which: str, fmt: str) -> str:
+    """The chosen schedule as another codebase loads it: per-layer head counts and head dims with d_model (json),
+    an HF-style config fragment with OpenELM's per-layer `num_query_heads` (hf), or the nanoGPT schedule file that
+    examples/own_trainer/train_gpt.py reads with --schedule-file (docs/own-model.md: a per-layer head list)."""
+    from prism import Schedule
+
+    if fmt not in SCHEDULE_FORMATS:
+        raise PrismSearchError(f"--format {fmt!r} is not a schedule format; use {', '.join(SCHEDULE_FORMATS)}")
+    text, source = chosen_schedule(study, config, which)
+    schedule = Schedule.parse(text)
+    heads, dims, d_model = list(schedule.heads), list(schedule.head_dims(config.model.d_model)), config.model.d_model
+    if fmt == "json":
+        data = {"study": study.study_name, "source": source, "schedule": text, "d_model": d_model, "n_layer": len(heads)}
+        data |= {"n_head": heads, "head_dim": dims}
+    elif fmt == "hf":  # OpenELM's names; q, k and v keep one head count per layer (no grouped keys and values)
+        data = {"num_transformer_layers": len(heads), "model_dim": d_model, "num_query_heads": heads, "num_kv_heads": heads}
+        data |= {"head_dim": dims}
+    else:
+        data = {"n_layer": len(heads), "n_embd": d_model, "n_head": heads}
+    return jsonout.dumps(data, indent=2) + "\n"

@@ -85,3 +85,20 @@ def test_free_family_holds_non_monotone_schedules():
 def test_a_late_zone_without_layers_is_refused():
     with pytest.raises(ValueError, match=r"late zone 0.75-0.9 holds no layer of n_layer=3"):
         RampLateFamily(3, [1, 2, 4])
+
+
+@pytest.mark.parametrize("name", ["ramp", "ramp+late", "free", "uniform"])
+def test_from_params_rebuilds_the_schedule_suggest_drew(name):
+    """What a Ray Tune trial's config (the define-by-run parameters) holds decodes to the schedule suggest drew."""
+    import pickle
+
+    family = make_family(name, 6, [1, 2, 4, 8])
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for _ in range(5):
+        trial = study.ask()
+        drawn = family.suggest(trial)
+        assert family.from_params(trial.params) == drawn and family.contains(drawn)
+    space = pickle.loads(pickle.dumps(family.define_by_run()))  # Tune pickles its searcher
+    trial = study.ask()
+    space(trial)
+    assert family.contains(family.from_params(trial.params))

@@ -1,0 +1,64 @@
+"""[trainer] validation: each mistake is one line naming the field and the fix, before anything runs."""
+
+import pytest
+
+from search.config import ConfigError, load_config
+from tests.search.trainers.conftest import EXAMPLE
+
+
+def test_default_is_prisms_own_trainer():
+    assert load_config(EXAMPLE.parents[1] / "studies" / "tiny.toml").trainer.kind == "prism"
+
+
+@pytest.mark.parametrize(
+    "trainer, fragment",
+    [
+        (
+            {"argv": ["{python}", "t.py", "--heads", "{heads}", "--lr", "{lr}"]},
+            "argv: unknown placeholder {lr}; use {schedule}",
+        ),
+        ({"argv": ["{python}", "t.py", "--seed", "{seed}"]}, "the command is never told the schedule; pass {heads}"),
+        ({"argv": ["no-such-trainer-here", "{heads}"]}, "argv[0] 'no-such-trainer-here': no such executable"),
+        ({"argv": ["./missing.sh", "{heads}"]}, "argv[0] './missing.sh': no such executable"),
+        ({"cwd": "/no/such/folder"}, "trainer.command.cwd: '/no/such/folder' is not a folder"),
+        ({"time_limit_s": "60"}, "trainer.command.time_limit_s: Input should be a valid number"),
+        ({"kind": "lightning"}, "trainer: kind must be 'prism', 'command' or 'python'"),
+        ({"kind": "python", "function": "no_such_module:run"}, "no module 'no_such_module' on sys.path"),
+        ({"kind": "python", "function": "train_gpt:nope", "path": [str(EXAMPLE)]}, "train_gpt.py defines no 'nope'"),
+        ({"schedules": "uniform"}, "trainer: schedules='uniform' cannot build the 'ramp' family's schedules"),
+    ],
+)
+def test_bad_trainer_sections_are_refused_in_one_line(tmp_path, trainer, fragment):
+    text = (EXAMPLE / "study.toml").read_text()
+    head, _, _ = text.partition("[trainer]")
+    argv = trainer.pop("argv", None)
+    lines = [f"{k} = {_toml(v)}" for k, v in trainer.items()]
+    if trainer.get("kind") != "python":
+        lines += ["kind = 'command'"] * ("kind" not in trainer) + [f"argv = {_toml(argv or ['{python}', 't.py', '{heads}'])}"]
+    path = tmp_path / "study.toml"
+    path.write_text(head + "[trainer]\n" + "\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert fragment in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def _toml(v) -> str:
+    import json
+
+    return json.dumps(v)
+
+
+def test_python_trainer_module_is_found_without_importing_it(tmp_path):
+    """Validation reads the module's source: neither it nor torch is imported, and sys.path is left as it was."""
+    import subprocess
+    import sys
+
+    text = (EXAMPLE / "study.toml").read_text().partition("[trainer]")[0]
+    (tmp_path / "study.toml").write_text(text + f'[trainer]\nkind = "python"\nfunction = "train_gpt:run"\npath = ["{EXAMPLE}"]\n')
+    code = (
+        "import sys; from search.config import load_config\n"
+        f"before = list(sys.path); config = load_config({str(tmp_path / 'study.toml')!r})\n"
+        "print(config.trainer.function, sorted(m for m in ('train_gpt', 'torch') if m in sys.modules), sys.path == before)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["train_gpt:run", "[]", "True"], done.stdout + done.stderr
