@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, get_args, get_origin, get_type_hints
 
 # Upper bounds are generous (about 10x the largest real use) but finite: a number past them is a typo, and
-# unbounded it would be stored first and then fail inside a worker, or never finish (issue 25).
+# unbounded it would be stored first and then fail inside a worker, or never finish.
 MAX_STEPS = 10**8
 MAX_SEED = 2**31 - 1  # numpy's and torch's seeds take up to 2**32 - 1; the study offsets seeds by up to a few thousand
 
@@ -25,9 +25,9 @@ _BOUNDS = {
 }
 
 
-# Defaults that changed on 2026-12-03 (issue 24 part 10: train at a plain GPT-2's speed), per config section, and
-# what a config stored before then meant by leaving the field out: stored studies resume, checkpoints load and runs
-# retrain as they did.
+# What a config stored before today's defaults (which train at a plain GPT-2's speed) meant by leaving these fields
+# out, per config section: a stored config that names neither keeps them, so its study resumes, its checkpoints
+# load and its runs retrain as they did.
 EARLIER_DEFAULTS = {"model": {"mlp": "gelu"}, "train": {"fused_adamw": "cuda"}}
 
 

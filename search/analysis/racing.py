@@ -1,4 +1,4 @@
-"""Racing: spend seeds on the schedules that could beat the incumbent, paired per seed (issue 23 part 1).
+"""Racing: spend seeds on the schedules that could beat the incumbent, paired per seed.
 
 One seed ranks schedules by noise as much as by merit, so a search that stops at one seed per schedule picks a
 lucky one. Racing (SMAC3's intensification, paired here) runs a promising challenger again on more seeds:

@@ -1,7 +1,7 @@
 """Experiment trackers (`[tracking]`, `--track`): MLflow, TensorBoard and W&B get one run per finished trial.
 
 Each is an optional extra; nothing here imports a tracker library until a trial is logged, so a missing one is
-found by `check_installed` before any compute.
+found by `make_trackers` before any compute.
 """
 
 from __future__ import annotations
