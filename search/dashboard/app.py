@@ -71,6 +71,7 @@ class Dashboard:
             if self._storage is not None:
                 dispose(self._storage)
                 self._storage = None
+                self._rows.clear()
 
     def study_names(self) -> list[str]:
         return [s.study_name for s in self.storage().get_all_studies()]
@@ -104,6 +105,7 @@ class Dashboard:
         except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:  # down, empty, damaged: may be fixed while we serve
             message = mask_in(str(e).splitlines()[0], self.url) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
+            self.close()  # the next request opens it afresh: a file put back in place is read, not the damaged one
             down = isinstance(e, (StorageUnreachable, sqlalchemy.exc.OperationalError))
             status = "503 Service Unavailable"
             body = pages.error_page(
