@@ -46,7 +46,7 @@ def bench_config(n_trials: int):
             "n_trials": n_trials,
             "model": {"n_layer": 6, "d_model": 256, "block_size": 128, "dh_min": 32, "dh_max": 256},
             "train": {"steps": 600, "eval_every": 100, "warmup_steps": 60},
-            "search": {"sampler": "random", "baseline_seeds": 3},
+            "search": {"sampler": "random", "baseline_seeds": 50},
         }
     )
 

@@ -27,7 +27,7 @@ from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
 from search.errors import PrismSearchError, StorageUnreachable
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
-from search.storage import StorageError, cached, dispose, open_storage
+from search.storage import StorageError, cached, change_stamp, dispose, open_storage
 from search.urls import mask_in, mask_url
 
 log = logging.getLogger("prism_search.dashboard")
@@ -48,7 +48,11 @@ def open_readonly(url: str) -> optuna.storages.BaseStorage:
 
 
 class Dashboard:
-    """WSGI app: `/`, `/study/NAME`, `/study/NAME/trial/N`, `/api/stamp[?study=NAME]`, `/static/plotly.min.js`."""
+    """WSGI app: `/`, `/study/NAME`, `/study/NAME/trial/N`, `/api/stamp[?study=NAME]`, `/static/plotly.min.js`.
+
+    A study's view and pages are computed once per change stamp (`stamp`: counts read in the database, not its
+    trials) and shared: every open page polls `/api/stamp` every few seconds, and many requests for one study at
+    once wait for one computation instead of each repeating it."""
 
     def __init__(self, storage_url: str):
         self.url = storage_url
@@ -56,6 +60,9 @@ class Dashboard:
         self._storage: optuna.storages.BaseStorage | None = None
         self._lock = threading.Lock()
         self._rows: dict = {}  # finished trials' rows, see study_view
+        self._study_locks: dict[str, threading.Lock] = {}
+        self._views: dict[str, StudyView] = {}  # each study's latest view, valid while its stamp stands
+        self._pages: dict[str, dict[tuple, str]] = {}  # each study's rendered pages for that view
 
     # -- data --------------------------------------------------------------------------------------------
     def storage(self) -> optuna.storages.BaseStorage:
@@ -71,23 +78,53 @@ class Dashboard:
             if self._storage is not None:
                 dispose(self._storage)
                 self._storage = None
-                self._rows.clear()
+            self._rows.clear()
+            self._views.clear()
+            self._pages.clear()
 
     def study_names(self) -> list[str]:
         return [s.study_name for s in self.storage().get_all_studies()]
 
-    def view(self, name: str) -> StudyView:
+    def stamp(self, name: str) -> str:
+        """The study's change stamp, read as counts in the database (milliseconds at 5,000 trials)."""
         try:
-            study = optuna.load_study(study_name=name, storage=self.storage())
+            return change_stamp(self.storage(), name)
         except KeyError:
             raise _NotFound(f"no study named {name!r} in {self.masked}") from None
-        return study_view(study, self._rows)
+
+    def _study_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._study_locks.setdefault(name, threading.Lock())
+
+    def view(self, name: str) -> StudyView:
+        stamp = self.stamp(name)  # before the trials: a change in between only costs one more reload
+        with self._study_lock(name):
+            view = self._views.get(name)
+            if view is None or view.stamp != stamp:
+                try:
+                    study = optuna.load_study(study_name=name, storage=self.storage())
+                except KeyError:
+                    raise _NotFound(f"no study named {name!r} in {self.masked}") from None
+                view = self._views[name] = study_view(study, self._rows, stamp)
+                self._pages[name] = {}
+            return view
+
+    def page(self, name: str, key: tuple, render: Callable[[StudyView], str]) -> str:
+        """Page `key` of study `name`, rendered once per change of the study."""
+        view = self.view(name)
+        with self._study_lock(name):
+            pages = self._pages.setdefault(name, {})
+            if self._views.get(name) is not view:  # the study moved while this request waited: render what it got
+                return render(view)
+            if key not in pages:
+                pages[key] = render(view)
+            return pages[key]
 
     def warm_up(self) -> None:
         """Read every study once (at start, in the background) so the first page view is not the slow one."""
         try:
             for name in self.study_names():
-                self.view(name)
+                self.page(name, ("study", "/"), lambda view: pages.study_page(view, self.masked, "/"))
         except Exception as e:  # the first request will show the same problem as a page
             log.warning("warm-up of %s failed: %s", self.masked, mask_in(str(e).splitlines()[0] if str(e) else repr(e), self.url))
 
@@ -132,16 +169,17 @@ class Dashboard:
             return ok, pages.plotly_js(), "application/javascript"
         if parts == ["api", "stamp"]:
             names = list(dict.fromkeys(query.get("study") or self.study_names()))  # each study read once, however often named
-            stamp = "-".join(self.view(n).stamp for n in names) or "empty"
+            stamp = "-".join(self.stamp(n) for n in names) or "empty"
             return ok, json.dumps({"stamp": stamp}), "application/json"
         if parts[0] == "study" and len(parts) == 2:
-            return ok, pages.study_page(self.view(parts[1]), self.masked, root), "text/html"
+            return ok, self.page(parts[1], ("study", root), lambda view: pages.study_page(view, self.masked, root)), "text/html"
         if parts[0] == "study" and len(parts) == 4 and parts[2] == "trial":
             view = self.view(parts[1])
             row = view.row(int(parts[3])) if _TRIAL_NUMBER.fullmatch(parts[3]) else None
             if row is None:
                 raise _NotFound(f"study {view.name!r} has no trial {parts[3]!r} (trials 0–{len(view.rows) - 1})")
-            return ok, pages.trial_page(view, row, self.masked, root), "text/html"
+            page = self.page(view.name, ("trial", row.number, root), lambda view: pages.trial_page(view, row, self.masked, root))
+            return ok, page, "text/html"
         raise _NotFound(f"no page at {'/' + '/'.join(parts)!r}")
 
     @staticmethod

@@ -225,9 +225,11 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
     )
 
 
-def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
+def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp: str | None = None) -> StudyView:
     """`row_cache` (kept by a long-lived caller) reuses the rows of finished trials, which never change: with
-    Optuna's cached storage the same FrozenTrial object comes back on every refresh."""
+    Optuna's cached storage the same FrozenTrial object comes back on every refresh. `change_stamp`: the stamp the
+    caller read from the database before reading the trials (the dashboard's, see `Dashboard.stamp`); by default
+    one made from the trials."""
     trials = study.get_trials(deepcopy=False)
     names = study.metric_names or ["val_loss"]
     study_audit = study.user_attrs.get(ATTR_AUDIT)
@@ -257,7 +259,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
         config=config,
         summary=summary,
         metric_names=names,
-        stamp=stamp(trials),
+        stamp=change_stamp or stamp(trials),
         config_error=config_error,
     )
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import functools
 import glob
 import hashlib
-import json
 import os
 import sqlite3
 import time
@@ -27,7 +25,7 @@ import optuna
 import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
-from search.storage._optuna import schema_revisions, schema_tables
+from search.storage._optuna import CONTENT_DAMAGE, ReadingStorage, damaged, schema_revisions, schema_tables
 from search.urls import mask_in, mask_url, parse_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
@@ -260,62 +258,6 @@ def _first_line(e: BaseException) -> str:
     return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
 
 
-# What Optuna raises on stored content it cannot decode: text that is not UTF-8 (UnicodeDecodeError), an attribute
-# that is not JSON (JSONDecodeError, both ValueErrors), a NULL objective value (AssertionError), a row of the wrong
-# type (TypeError). Never KeyError: that is Optuna's "no such study or trial", which callers answer themselves.
-_CONTENT_DAMAGE = (ValueError, TypeError, AssertionError)
-
-
-def _damaged(url: str, e: BaseException) -> StorageError:
-    """The one line for a database whose content (not its file) is damaged."""
-    if isinstance(e, UnicodeDecodeError):
-        what = "text that is not UTF-8"
-    elif isinstance(e, json.JSONDecodeError):
-        what = "a stored attribute that is not JSON"
-    else:
-        what = f"a stored value Optuna cannot read ({type(e).__name__}{': ' + _first_line(e) if str(e).strip() else ''})"
-    return StorageError(
-        f"storage {mask_url(url)!r} is a damaged database: it holds {what}; fix: restore it from a backup or point --storage "
-        "at another database"
-    )
-
-
-class _ReadingStorage(optuna.storages.RDBStorage):
-    """The RDBStorage of reading commands: content Optuna cannot decode ends in the one-line damaged-database error
-    (exit 2 in the CLI, a 503 page in the dashboard) instead of a traceback from inside Optuna."""
-
-
-def _guarded(read: Callable) -> Callable:
-    @functools.wraps(read)
-    def guarded(self: optuna.storages.RDBStorage, *args, **kwargs):
-        try:
-            return read(self, *args, **kwargs)
-        except _CONTENT_DAMAGE as e:
-            self.engine.dispose()  # closed now: SQLite's last close removes the -wal and -shm files of a reader
-            raise _damaged(self.url, e) from None
-
-    return guarded
-
-
-# every read that decodes stored rows (optuna's _CachedStorage reads trials through `_get_trials`)
-for _read in (
-    "get_study_id_from_name",
-    "get_study_name_from_id",
-    "get_study_directions",
-    "get_study_user_attrs",
-    "get_study_system_attrs",
-    "get_all_studies",
-    "get_trial",
-    "get_trial_param",
-    "get_trial_user_attrs",
-    "get_trial_system_attrs",
-    "get_all_trials",
-    "_get_trials",
-    "get_best_trial",
-):
-    setattr(_ReadingStorage, _read, _guarded(getattr(optuna.storages.RDBStorage, _read)))
-
-
 def _check_schema(url: str, create: bool) -> None:
     """Look before Optuna touches the database: RDBStorage creates missing tables, a version row and an Alembic
     stamp whenever it opens one. Reading commands (`create=False`) need Optuna's complete, current schema and
@@ -337,8 +279,8 @@ def _check_schema(url: str, create: bool) -> None:
         raise StorageError(
             f"storage {masked!r} cannot be read as a database ({_first_line(e)}); fix: point --storage at a prism-search database"
         ) from None
-    except _CONTENT_DAMAGE as e:  # a damaged page of the schema itself (its table names)
-        raise _damaged(url, e) from None
+    except CONTENT_DAMAGE as e:  # a damaged page of the schema itself (its table names)
+        raise damaged(url, e) from None
     finally:
         engine.dispose()
     ours = schema_tables() | {"alembic_version"}
@@ -414,7 +356,7 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
         engine_kwargs |= {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True}
     for attempt in range(CREATE_ATTEMPTS):
         try:
-            storage = (optuna.storages.RDBStorage if create else _ReadingStorage)(
+            storage = (optuna.storages.RDBStorage if create else ReadingStorage)(
                 url,
                 engine_kwargs=engine_kwargs,
                 heartbeat_interval=heartbeat_s,
