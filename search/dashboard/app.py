@@ -257,6 +257,7 @@ class DashboardServer:
             asyncore_use_poll=True,  # select() stops at 1,024 file descriptors
             ident="prism-search",
         )
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth is N": requests waiting, by design
         self.server_port: int = listening.getsockname()[1]
         self._stopping, self._stopped = threading.Event(), threading.Event()
         self._stopped.set()

@@ -276,9 +276,14 @@ def layer_importance(rows: list[TrialRow]) -> dict[int, float] | None:
     The raw encoding params (e.g. ramp switch depths) are not per-layer quantities, so importance is computed on
     an in-memory Optuna study holding the decoded counts. None when too few completed trials say anything.
     """
+    return _importance(importance_points(rows))
+
+
+def importance_points(rows: list[TrialRow]) -> tuple[tuple[tuple[int, ...], float], ...]:
+    """(log2 heads per layer, val loss) of the completed trials importance is computed on (the deepest schedules)."""
     done = [r for r in rows if r.state == "COMPLETE" and r.val_loss is not None and r.heads]
     n_layer = max((len(r.heads or ()) for r in done), default=0)
-    return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads or ()), loss_key(r)) for r in done if len(r.heads or ()) == n_layer))
+    return tuple((tuple(int(math.log2(h)) for h in r.heads or ()), loss_key(r)) for r in done if len(r.heads or ()) == n_layer)
 
 
 @lru_cache(maxsize=32)
