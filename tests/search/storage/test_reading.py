@@ -8,6 +8,7 @@ from optuna.trial import TrialState
 from search.analysis import stored_study, summarize
 from search.dashboard import Dashboard
 from search.storage import open_storage
+from search.storage.records import stored_config
 from search.study import render
 from tests.search.dashboard.conftest import quickstart
 from tests.search.synthetic import synthetic_study
@@ -55,8 +56,9 @@ def test_summary_export_and_study_page_are_identical_to_the_ones_optunas_read_gi
     orm = optuna.load_study(study_name=name, storage=optuna.storages.RDBStorage(study_url, skip_table_creation=True))
     ours = stored_study(name, study_url)
     assert summarize(ours).to_dict() == summarize(orm).to_dict()
+    config = stored_config(ours)
     for fmt in ("csv", "json"):
-        assert render(ours, fmt) == render(orm, fmt)
+        assert render(ours, config, fmt) == render(orm, config, fmt)
 
 
 def test_the_dashboards_change_stamp_moves_with_every_change_a_page_shows(tmp_path):
