@@ -88,3 +88,11 @@ def test_thirty_random_bytes_in_the_second_half_are_an_answer_or_one_line(monkey
             assert_one_line(code, err, "")
             failed += 1
     assert failed  # some positions held what status reads
+
+
+def test_the_dashboard_does_not_start_on_a_schema_it_cannot_decode(monkeypatch, capsys, tmp_path, good_db):
+    """Damage in the schema itself fails at start-up, in one line, as for every reading command (content damage
+    inside the trials is served as 503 pages instead: the test above)."""
+    db = damaged_copy(good_db, tmp_path / "data", "table name not UTF-8")
+    code, err = cli(monkeypatch, capsys, tmp_path, "dashboard", "--port", "0", "--storage", f"sqlite:///{db}")
+    assert_one_line(code, err, DAMAGE["table name not UTF-8"][1])
