@@ -6,6 +6,8 @@ storage are named but never read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import optuna
 
 from search.attrs import ATTR_CONFIG
@@ -23,19 +25,19 @@ def stored_study(name: str, url: str) -> optuna.Study:
 def stored_studies(url: str) -> tuple[list[optuna.Study], list[str]]:
     """Every study prism-search created in the storage at `url`, and the names of those another tool made there."""
     storage = open_storage(url, create=False)
-    summaries = optuna.get_all_study_summaries(storage)
-    ours = [find_study(s.study_name, storage) for s in summaries if _created(s)]
-    return ours, [s.study_name for s in summaries if not _created(s)]
+    studies = storage.get_all_studies()  # names and attrs only: Optuna's study summaries read every trial of every study
+    ours = [find_study(s.study_name, storage) for s in studies if _created(s.user_attrs)]
+    return ours, [s.study_name for s in studies if not _created(s.user_attrs)]
 
 
 def is_stored(name: str, url: str) -> bool:
     """Whether study `name` was created in the storage at `url` (False where the storage cannot be read)."""
     try:
-        return any(s.study_name == name and _created(s) for s in optuna.get_all_study_summaries(open_storage(url, create=False)))
+        return any(s.study_name == name and _created(s.user_attrs) for s in open_storage(url, create=False).get_all_studies())
     except PrismSearchError:
         return False
 
 
-def _created(summary: optuna.study.StudySummary) -> bool:
+def _created(user_attrs: Mapping) -> bool:
     """Its config marks a study created: a driver killed before storing it left a study `run` makes anew."""
-    return ATTR_CONFIG in summary.user_attrs
+    return ATTR_CONFIG in user_attrs

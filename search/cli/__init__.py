@@ -499,7 +499,9 @@ def report(
     from search.dashboard import write_report
 
     path = write_report(storage or DEFAULT_STORAGE, name, output)
-    console.print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed")
+    console.print(
+        f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed", soft_wrap=True, highlight=False
+    )
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""The dashboard web app: a plain WSGI callable (stdlib server, no build step), read-only by construction.
+"""The dashboard web app: a plain WSGI callable served by waitress (no build step), read-only by construction.
 
 It only ever calls Optuna's read API (`get_all_studies`, `get_trials`), answers nothing but GET, and keeps one
 Optuna `_CachedStorage` for its whole life, so finished trials are read from the database once and each refresh
@@ -8,26 +8,29 @@ that recovers by itself once the database is back; unknown studies and trials ar
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import logging
 import re
-import socketserver
+import socket
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable
 from urllib.parse import parse_qs, quote, unquote, urlsplit
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import optuna
 import sqlalchemy
+import waitress.server
+from waitress import wasyncore
 
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
 from search.errors import PrismSearchError, StorageUnreachable
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
-from search.storage import StorageError, cached, dispose, open_storage
+from search.storage import StorageError, cached, change_stamp, dispose, open_storage
 from search.urls import mask_in, mask_url
 
 log = logging.getLogger("prism_search.dashboard")
@@ -48,7 +51,11 @@ def open_readonly(url: str) -> optuna.storages.BaseStorage:
 
 
 class Dashboard:
-    """WSGI app: `/`, `/study/NAME`, `/study/NAME/trial/N`, `/api/stamp[?study=NAME]`, `/static/plotly.min.js`."""
+    """WSGI app: `/`, `/study/NAME`, `/study/NAME/trial/N`, `/api/stamp[?study=NAME]`, `/static/plotly.min.js`.
+
+    A study's view and pages are computed once per change stamp (`stamp`: counts read in the database, not its
+    trials) and shared: every open page polls `/api/stamp` every few seconds, and many requests for one study at
+    once wait for one computation instead of each repeating it."""
 
     def __init__(self, storage_url: str):
         self.url = storage_url
@@ -56,6 +63,9 @@ class Dashboard:
         self._storage: optuna.storages.BaseStorage | None = None
         self._lock = threading.Lock()
         self._rows: dict = {}  # finished trials' rows, see study_view
+        self._study_locks: dict[str, threading.Lock] = {}
+        self._views: dict[str, StudyView] = {}  # each study's latest view, valid while its stamp stands
+        self._pages: dict[str, dict[tuple, str]] = {}  # each study's rendered pages for that view
 
     # -- data --------------------------------------------------------------------------------------------
     def storage(self) -> optuna.storages.BaseStorage:
@@ -71,22 +81,53 @@ class Dashboard:
             if self._storage is not None:
                 dispose(self._storage)
                 self._storage = None
+            self._rows.clear()
+            self._views.clear()
+            self._pages.clear()
 
     def study_names(self) -> list[str]:
         return [s.study_name for s in self.storage().get_all_studies()]
 
-    def view(self, name: str) -> StudyView:
+    def stamp(self, name: str) -> str:
+        """The study's change stamp, read as counts in the database (milliseconds at 5,000 trials)."""
         try:
-            study = optuna.load_study(study_name=name, storage=self.storage())
+            return change_stamp(self.storage(), name)
         except KeyError:
             raise _NotFound(f"no study named {name!r} in {self.masked}") from None
-        return study_view(study, self._rows)
+
+    def _study_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._study_locks.setdefault(name, threading.Lock())
+
+    def view(self, name: str) -> StudyView:
+        stamp = self.stamp(name)  # before the trials: a change in between only costs one more reload
+        with self._study_lock(name):
+            view = self._views.get(name)
+            if view is None or view.stamp != stamp:
+                try:
+                    study = optuna.load_study(study_name=name, storage=self.storage())
+                except KeyError:
+                    raise _NotFound(f"no study named {name!r} in {self.masked}") from None
+                view = self._views[name] = study_view(study, self._rows, stamp)
+                self._pages[name] = {}
+            return view
+
+    def page(self, name: str, key: tuple, render: Callable[[StudyView], str]) -> str:
+        """Page `key` of study `name`, rendered once per change of the study."""
+        view = self.view(name)
+        with self._study_lock(name):
+            pages = self._pages.setdefault(name, {})
+            if self._views.get(name) is not view:  # the study moved while this request waited: render what it got
+                return render(view)
+            if key not in pages:
+                pages[key] = render(view)
+            return pages[key]
 
     def warm_up(self) -> None:
         """Read every study once (at start, in the background) so the first page view is not the slow one."""
         try:
             for name in self.study_names():
-                self.view(name)
+                self.page(name, ("study", "/"), lambda view: pages.study_page(view, self.masked, "/"))
         except Exception as e:  # the first request will show the same problem as a page
             log.warning("warm-up of %s failed: %s", self.masked, mask_in(str(e).splitlines()[0] if str(e) else repr(e), self.url))
 
@@ -104,6 +145,7 @@ class Dashboard:
         except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:  # down, empty, damaged: may be fixed while we serve
             message = mask_in(str(e).splitlines()[0], self.url) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
+            self.close()  # the next request opens it afresh: a file put back in place is read, not the damaged one
             down = isinstance(e, (StorageUnreachable, sqlalchemy.exc.OperationalError))
             status = "503 Service Unavailable"
             body = pages.error_page(
@@ -130,16 +172,17 @@ class Dashboard:
             return ok, pages.plotly_js(), "application/javascript"
         if parts == ["api", "stamp"]:
             names = list(dict.fromkeys(query.get("study") or self.study_names()))  # each study read once, however often named
-            stamp = "-".join(self.view(n).stamp for n in names) or "empty"
+            stamp = "-".join(self.stamp(n) for n in names) or "empty"
             return ok, json.dumps({"stamp": stamp}), "application/json"
         if parts[0] == "study" and len(parts) == 2:
-            return ok, pages.study_page(self.view(parts[1]), self.masked, root), "text/html"
+            return ok, self.page(parts[1], ("study", root), lambda view: pages.study_page(view, self.masked, root)), "text/html"
         if parts[0] == "study" and len(parts) == 4 and parts[2] == "trial":
             view = self.view(parts[1])
             row = view.row(int(parts[3])) if _TRIAL_NUMBER.fullmatch(parts[3]) else None
             if row is None:
                 raise _NotFound(f"study {view.name!r} has no trial {parts[3]!r} (trials 0–{len(view.rows) - 1})")
-            return ok, pages.trial_page(view, row, self.masked, root), "text/html"
+            page = self.page(view.name, ("trial", row.number, root), lambda view: pages.trial_page(view, row, self.masked, root))
+            return ok, page, "text/html"
         raise _NotFound(f"no page at {'/' + '/'.join(parts)!r}")
 
     @staticmethod
@@ -147,8 +190,25 @@ class Dashboard:
         data = body.encode() if isinstance(body, str) else body
         headers = [("Content-Type", f"{kind}; charset=utf-8"), ("Content-Length", str(len(data))), ("X-Content-Type-Options", "nosniff")]
         headers.append(("Cache-Control", "max-age=86400" if kind == "application/javascript" else "no-store"))
+        headers += [("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer")]
+        if kind == "text/html":
+            headers.append(("Content-Security-Policy", content_security_policy(data)))
         start_response(status, headers)
         return [] if head else [data]
+
+
+_INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.S)  # executable inline scripts: no src, no JSON type
+
+
+def content_security_policy(page: bytes) -> str:
+    """What a dashboard page may load and run: scripts from this server (plotly.js) and exactly the page's own
+    inline scripts, by hash (an injected script matches none); styles inline too, as plotly sets them; images as
+    plotly draws them (data:, blob:); requests only to this server (the stamp poll); no frames, forms or plugins."""
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(m.group(1)).digest()).decode()}'" for m in _INLINE_SCRIPT.finditer(page))
+    return (
+        f"default-src 'none'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+        "connect-src 'self'; font-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
 
 
 _TRIAL_NUMBER = re.compile("[0-9]+")  # ASCII only: str.isdigit() also takes "²" (which int() refuses) and "٣" (which it reads as 3)
@@ -156,7 +216,7 @@ _TRIAL_NUMBER = re.compile("[0-9]+")  # ASCII only: str.isdigit() also takes "²
 
 def _segments(environ: dict) -> list[str]:
     """The request path's segments, each decoded once, as UTF-8. From the raw request target when the server
-    passes it (ours, gunicorn: RAW_URI; uwsgi: REQUEST_URI): PATH_INFO arrives already percent-decoded, so a
+    passes it (gunicorn: RAW_URI; waitress, ours, and uwsgi: REQUEST_URI): PATH_INFO arrives already percent-decoded, so a
     study named `a/b` would be two segments and `100%41` would be decoded twice."""
     raw = environ.get("RAW_URI") or environ.get("REQUEST_URI")
     if raw:
@@ -169,22 +229,58 @@ def _segments(environ: dict) -> list[str]:
 
 # -- serving ----------------------------------------------------------------------------------------------
 
-
-class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-    def service_actions(self) -> None:
-        """Called by `serve_forever` at every turn (0.5 s at most): a Ctrl-C or SIGTERM that landed in a finalizer,
-        and was only printed there, still stops the server."""
-        raise_if_interrupted()
+SERVER_THREADS = 8  # responses computed at once; more requests wait in the queue (a study computes once per change)
+IDLE_TIMEOUT_S = 30  # a connection with no complete request for this long is closed: an idle one, a half-sent request
+BACKLOG = 1024  # connections the kernel holds before the server accepts them
+CONNECTION_LIMIT = 2000  # open connections (each a socket in the event loop, not a thread); beyond it, new ones wait
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def get_environ(self) -> dict:
-        return super().get_environ() | {"RAW_URI": self.path}  # the path as sent, see _segments
+class DashboardServer:
+    """waitress serving a WSGI app: one event loop holds every connection, so an idle or half-sent one costs a
+    socket, never a thread (wsgiref's server gave each its own, for ever); `threads` workers compute responses;
+    a connection that completes no request within `idle_timeout_s` is closed. The loop's every turn (0.5 s at
+    most) also checks for a Ctrl-C or SIGTERM that landed in a finalizer and was only printed there."""
 
-    def log_message(self, format: str, *args) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+    def __init__(self, app: Callable, host: str, port: int, idle_timeout_s: int = IDLE_TIMEOUT_S, threads: int = SERVER_THREADS):
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        listening = socket.create_server((host, port), family=family, backlog=BACKLOG)
+        self._map: dict = {}
+        self._server = waitress.server.create_server(
+            app,
+            map=self._map,
+            sockets=[listening],
+            threads=threads,
+            channel_timeout=idle_timeout_s,
+            cleanup_interval=max(1, idle_timeout_s // 2),
+            backlog=BACKLOG,
+            connection_limit=CONNECTION_LIMIT,
+            asyncore_use_poll=True,  # select() stops at 1,024 file descriptors
+            ident="prism-search",
+        )
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth is N": requests waiting, by design
+        self.server_port: int = listening.getsockname()[1]
+        self._stopping, self._stopped = threading.Event(), threading.Event()
+        self._stopped.set()
+
+    def serve_forever(self) -> None:
+        self._stopping.clear()
+        self._stopped.clear()
+        try:
+            while not self._stopping.is_set():
+                wasyncore.loop(timeout=0.5, map=self._map, use_poll=True, count=1)
+                raise_if_interrupted()
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop `serve_forever` (from another thread) and wait until it has returned."""
+        self._stopping.set()
+        self._server.pull_trigger()
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        self._server.task_dispatcher.shutdown()
+        wasyncore.close_all(self._map)
 
 
 def bind_warning(host: str) -> str | None:
@@ -196,10 +292,12 @@ def bind_warning(host: str) -> str | None:
     )
 
 
-def make_server_for(storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Callable | None = None) -> WSGIServer:
-    """A threaded WSGI server for the dashboard, or another WSGI `app` (port 0 picks a free port: see `server.server_port`)."""
+def make_server_for(
+    storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Callable | None = None, idle_timeout_s: int = IDLE_TIMEOUT_S
+) -> DashboardServer:
+    """The dashboard's server, or another WSGI `app`'s (port 0 picks a free port: see `server.server_port`)."""
     try:
-        return make_server(host, port, app or Dashboard(storage_url), server_class=_ThreadingServer, handler_class=_QuietHandler)
+        return DashboardServer(app or Dashboard(storage_url), host, port, idle_timeout_s)
     except OSError as e:
         raise DashboardError(f"cannot listen on {host}:{port} ({e.strerror}); pass another --port or --host") from None
 

@@ -18,6 +18,7 @@ from search.dashboard.views import (
     MIN_TRIALS_FOR_IMPORTANCE,
     StudyView,
     TrialRow,
+    importance_points,
     layer_importance,
     loss_key,
     speed_of,
@@ -52,11 +53,15 @@ def _time(t: datetime) -> str:
     return t.replace(tzinfo=None).isoformat(sep=" ")  # plotly.js dates carry no time zone; Optuna stores naive ones
 
 
+# plotly's toolbar (the modebar) sits in the top-right corner, about 30 px high: titles start below it, left-aligned
+TITLE_BELOW_TOOLBAR_PX = 34
+
+
 def _layout(fig: Figure, title: str, x: str, y: str, **kw) -> Figure:
     fig["layout"].update(
-        title=dict(text=title),
+        title=dict(text=title, x=0, xanchor="left", xref="paper", y=1, yanchor="top", yref="container", pad=dict(t=TITLE_BELOW_TOOLBAR_PX)),
         height=kw.pop("height", 400),
-        margin=dict(l=60, r=20, t=50, b=40),
+        margin=dict(l=60, r=20, t=TITLE_BELOW_TOOLBAR_PX + 46, b=40),
         legend=dict(orientation="h", y=-0.3),
         paper_bgcolor="white",
         plot_bgcolor="white",
@@ -149,11 +154,12 @@ def pareto(view: StudyView) -> Figure | None:
             hoverinfo="text",
         )
     )
-    return _layout(fig, f"{title}: val loss × throughput", axis, "val loss (lower is better)")
+    return _layout(fig, title, axis, "val loss (lower is better)")
 
 
 def pareto_title(view: StudyView) -> str:
-    return "Pareto front" if {"throughput", "tokens_per_s"} & set(view.metric_names) else "Val loss × throughput"
+    optimised = {"throughput", "tokens_per_s"} & set(view.metric_names)
+    return "Pareto front: val loss × throughput" if optimised else "Val loss × throughput (throughput not optimised)"
 
 
 def fidelity(view: StudyView) -> Figure | None:
@@ -237,16 +243,17 @@ def heatmap(view: StudyView) -> Figure | None:
             type="heatmap",
             z=z,
             x=[f"L{i}" for i in range(n_layer)],
-            y=list(range(1, len(done) + 1)),
+            y=[f"{rank}. {r.schedule or '-'}" for rank, r in enumerate(done, 1)],  # the rank keeps a repeated schedule's rows apart
             colorscale="Viridis",
             customdata=[[r.number] * n_layer for r in done],
             text=text,
-            hovertemplate="rank %{y}: trial %{customdata}<br>%{x}: %{text}<extra></extra>",
+            hovertemplate="%{y} (trial %{customdata})<br>%{x}: %{text}<extra></extra>",
             colorbar=dict(title=dict(text="log2 heads")),
         )
     )
-    fig.update_yaxes(autorange="reversed")
-    return _layout(fig, "Schedules sorted by val loss (rank 1 = best)", "layer", "rank", height=max(380, min(900, 40 + 14 * len(done))))
+    fig.update_yaxes(autorange="reversed", type="category")
+    height = max(380, min(900, 80 + 14 * len(done)))
+    return _layout(fig, "Schedules sorted by val loss (rank 1 = best)", "layer", "rank. schedule", height=height)
 
 
 def curves(view: StudyView) -> Figure | None:
@@ -352,16 +359,24 @@ def timeline(view: StudyView) -> Figure | None:
 
 def study_figures(view: StudyView) -> list[tuple[str, Figure | None, str]]:
     """(id, figure or None, note shown when None) in page order; shared by the study page and the report."""
-    importance_note = f"needs at least {MIN_TRIALS_FOR_IMPORTANCE} completed trials whose layers' head counts vary"
     return [
         ("history", history(view), "no completed trials yet"),
         ("pareto", pareto(view), "no throughput measured yet (needs 2 completed trials with tokens/s)"),
-        ("importance", importance(view), importance_note),
+        ("importance", importance(view), importance_note(view.rows)),
         ("heatmap", heatmap(view), "no completed trials with a schedule yet"),
         ("curves", curves(view), "no learning curves reported yet"),
         ("fidelity", fidelity(view), f"not enough complete trials (needs {MIN_CURVES} with a full learning curve)"),
         ("timeline", timeline(view), "no trial has started yet"),
     ]
+
+
+def importance_note(rows: list[TrialRow]) -> str:
+    """What the importance panel needs, and how far the study is from it (a quickstart completes fewer trials)."""
+    have = len(importance_points(rows))
+    need = MIN_TRIALS_FOR_IMPORTANCE
+    if have < need:
+        return f"needs {need} completed trials with a schedule; this study has {have} ({need - have} to go)"
+    return f"every one of the {have} completed trials has the same head count in every layer: nothing varies, nothing to explain"
 
 
 # -- trial figures --------------------------------------------------------------------------------------

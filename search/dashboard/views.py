@@ -225,9 +225,11 @@ def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = N
     )
 
 
-def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
+def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp: str | None = None) -> StudyView:
     """`row_cache` (kept by a long-lived caller) reuses the rows of finished trials, which never change: with
-    Optuna's cached storage the same FrozenTrial object comes back on every refresh."""
+    Optuna's cached storage the same FrozenTrial object comes back on every refresh. `change_stamp`: the stamp the
+    caller read from the database before reading the trials (the dashboard's, see `Dashboard.stamp`); by default
+    one made from the trials."""
     trials = study.get_trials(deepcopy=False)
     names = study.metric_names or ["val_loss"]
     study_audit = study.user_attrs.get(ATTR_AUDIT)
@@ -257,7 +259,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None) -> StudyView:
         config=config,
         summary=summary,
         metric_names=names,
-        stamp=stamp(trials),
+        stamp=change_stamp or stamp(trials),
         config_error=config_error,
     )
 
@@ -274,9 +276,14 @@ def layer_importance(rows: list[TrialRow]) -> dict[int, float] | None:
     The raw encoding params (e.g. ramp switch depths) are not per-layer quantities, so importance is computed on
     an in-memory Optuna study holding the decoded counts. None when too few completed trials say anything.
     """
+    return _importance(importance_points(rows))
+
+
+def importance_points(rows: list[TrialRow]) -> tuple[tuple[tuple[int, ...], float], ...]:
+    """(log2 heads per layer, val loss) of the completed trials importance is computed on (the deepest schedules)."""
     done = [r for r in rows if r.state == "COMPLETE" and r.val_loss is not None and r.heads]
     n_layer = max((len(r.heads or ()) for r in done), default=0)
-    return _importance(tuple((tuple(int(math.log2(h)) for h in r.heads or ()), loss_key(r)) for r in done if len(r.heads or ()) == n_layer))
+    return tuple((tuple(int(math.log2(h)) for h in r.heads or ()), loss_key(r)) for r in done if len(r.heads or ()) == n_layer)
 
 
 @lru_cache(maxsize=32)

@@ -5,6 +5,7 @@ import optuna
 
 from search.storage._optuna import (
     cached,
+    change_stamp,
     dispose,
     is_enqueued,
     scratch_study,
@@ -29,6 +30,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 __all__ = [
     "StorageError",
     "cached",
+    "change_stamp",
     "check_lasting",
     "check_url",
     "creation_lock",

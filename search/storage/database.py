@@ -25,7 +25,7 @@ import optuna
 import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
-from search.storage._optuna import schema_revisions, schema_tables
+from search.storage._optuna import CONTENT_DAMAGE, ReadingStorage, damaged, schema_revisions, schema_tables
 from search.urls import mask_in, mask_url, parse_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
@@ -279,6 +279,8 @@ def _check_schema(url: str, create: bool) -> None:
         raise StorageError(
             f"storage {masked!r} cannot be read as a database ({_first_line(e)}); fix: point --storage at a prism-search database"
         ) from None
+    except CONTENT_DAMAGE as e:  # a damaged page of the schema itself (its table names)
+        raise damaged(url, e) from None
     finally:
         engine.dispose()
     ours = schema_tables() | {"alembic_version"}
@@ -354,7 +356,7 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
         engine_kwargs |= {"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True}
     for attempt in range(CREATE_ATTEMPTS):
         try:
-            storage = optuna.storages.RDBStorage(
+            storage = (optuna.storages.RDBStorage if create else ReadingStorage)(
                 url,
                 engine_kwargs=engine_kwargs,
                 heartbeat_interval=heartbeat_s,

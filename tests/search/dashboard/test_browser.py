@@ -29,6 +29,14 @@ DRAWN = """() => Array.from(document.querySelectorAll('div.figure')).map(div => 
   marks: div.querySelectorAll('.scatterlayer .point, .scatterlayer path.js-line, .barlayer .point path, .heatmaplayer image').length,
 }))"""
 
+# Figures whose title and plotly's toolbar (the modebar, drawn on hover) cover each other.
+COVERED_TITLES = """() => Array.from(document.querySelectorAll('div.figure')).filter(div => {
+  const title = div.querySelector('.gtitle'), bar = div.querySelector('.modebar');
+  if (!title || !bar) return false;
+  const a = title.getBoundingClientRect(), b = bar.getBoundingClientRect();
+  return a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+}).map(div => div.dataset.name)"""
+
 
 @pytest.fixture(scope="module")
 def browser():
@@ -94,7 +102,10 @@ def test_every_page_loads_clean_and_draws_every_figure(tab, site, dash_url, tmp_
     study_figs = {"history", "pareto", "importance", "heatmap", "curves", "fidelity", "timeline"}
     assert tab.open(f"{site}/", "studies") == []
     assert_drawn(tab.open(f"{site}/study/prism", "study-prism"), study_figs)
+    tab.page.hover("#fig-importance")  # the toolbar shows on hover
+    assert tab.page.evaluate(COVERED_TITLES) == []
     assert_drawn(tab.open(f"{site}/study/pareto", "study-pareto"), study_figs - {"importance"})
+    assert tab.page.evaluate(COVERED_TITLES) == []
     assert_drawn(tab.open(f"{site}/study/plain", "study-plain"), {"history", "timeline"})
     audit = {"schedule", "curve"} | {
         f"audit-{k}" for k in ("mad", "mad_relative", "attn_entropy", "matrix_entropy", "token_curvature", "depth_curvature")
@@ -146,7 +157,8 @@ def test_study_page_fills_in_while_trials_arrive(tab, tmp_path):
             trial.set_user_attr("schedule", "2x4")
             trial.report(value + 0.3, 1000)
             study.tell(trial, value)
-        tab.page.wait_for_function("document.querySelector('#summary').innerText.includes('complete 4')", timeout=20000)
+        # a locator, not wait_for_function: that evaluates a string, which the page's Content-Security-Policy refuses
+        tab.page.locator("#summary", has_text="complete 4").wait_for(timeout=20000)
         tab.page.screenshot(path=str(tmp_path / "live-after.png"), full_page=True)
         assert tab.errors == []
     finally:
@@ -197,7 +209,7 @@ def test_a_real_study_fills_in_while_the_driver_runs(ray_local, tiny_config, tab
         driver = threading.Thread(target=Driver(ctx, stopping=make_stopping(ctx)).run, args=(config.n_trials, 2))
         driver.start()
         # the page reloads itself as trials report: no reload from the test
-        tab.page.wait_for_function("document.querySelector('#summary').innerText.includes('complete')", timeout=180_000)
+        tab.page.locator("#summary", has_text="complete").wait_for(timeout=180_000)
         driver.join(timeout=300)
         tab.page.reload()
         figures = tab.open(f"{base}/study/tiny", "real-after")

@@ -45,6 +45,8 @@ def test_report_writes_one_self_contained_file(dash_url, tmp_path, monkeypatch, 
     out = tmp_path / "report.html"
     code, stdout, stderr = cli(monkeypatch, capsys, "report", "prism", "-o", str(out), "--storage", dash_url)
     assert code == 0 and "wrote" in stdout, stderr
+    said = [line for line in stdout.splitlines() if line.strip()]  # one line, however long the path (tmp_path is)
+    assert len(said) == 1 and said[0].startswith(f"wrote {out} (") and said[0].endswith("open it in any browser, no network needed")
     html = out.read_text()
     assert "<script src=" not in html and "Plotly.newPlot" in html and "plotly.js v" in html  # plotly inlined
     assert html.count('data-figure="fig-') == 7 and "gap to uniform" in html

@@ -91,7 +91,7 @@ def test_rung_fidelity_is_drawn_with_error_bars_and_warned_about(tiny_config):
     assert rho["error_y"]["arrayminus"][1] == pytest.approx(0.0) and rho["marker"]["color"] == ["#3b6fb6", "#c44e52"]
     html = study_page(view, tiny_config.storage, live=False)
     assert 'class="warning">warning: pruning at 200 tokens is unreliable' in html and "<h2>Rung fidelity</h2>" in html
-    assert "Pareto front" not in html and "Val loss × throughput: no throughput measured" in html  # single objective
+    assert "Pareto front" not in html and "Val loss × throughput (throughput not optimised): no throughput measured" in html
 
 
 def test_too_few_complete_curves_and_single_objective_titles(memory_study, tiny_config):
@@ -101,7 +101,7 @@ def test_too_few_complete_curves_and_single_objective_titles(memory_study, tiny_
     assert figs.fidelity(view) is None
     html = study_page(view, tiny_config.storage, live=False)
     assert "Rung fidelity: not enough complete trials (needs 4 with a full learning curve)" in html
-    assert figs.pareto_title(study_view(memory_study)) == "Val loss × throughput"
+    assert figs.pareto_title(study_view(memory_study)) == "Val loss × throughput (throughput not optimised)"
 
 
 def test_a_confirmation_run_is_compared_with_uniform_at_its_own_seed_and_a_plain_study_has_no_gap(confirmed, tiny_config):

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import optuna
 from hypothesis import given
@@ -76,6 +77,7 @@ def test_every_study_figure_has_data_and_is_valid_json(memory_study):
     hm = made["heatmap"]["data"][0]
     best = min((r for r in view.rows if r.state == "COMPLETE"), key=lambda r: r.val_loss)
     assert hm["customdata"][0][0] == best.number and hm["z"][0] == [math.log2(h) for h in best.heads]
+    assert hm["y"][0] == f"1. {best.schedule}" and len(set(hm["y"])) == len(hm["y"])  # each row names its schedule
     pruned = [r for r in view.rows if r.state == "PRUNED"]
     marks = next(t for t in made["curves"]["data"] if t["name"] == "pruned here")
     assert sorted(marks["customdata"]) == [r.number for r in pruned] and pruned
@@ -131,3 +133,26 @@ def test_a_prior_auto_audit_on_the_study_shows_on_the_audited_trial():
     rows = study_view(study).rows
     assert rows[0].audit is None  # only the audited trial carries it
     assert len(rows[1].audit) == 3 and {"mad_relative", "matrix_entropy", "depth_curvature"} <= set(rows[1].audit[0])
+
+
+def test_no_figure_title_repeats_itself_and_every_title_starts_below_the_toolbar(memory_study):
+    two = study_view(synthetic_study(quickstart("mo"), None, 8, failed=0, multi_objective=True))
+    for view in (study_view(memory_study), two):
+        for fig_id, fig, _ in figs.study_figures(view):
+            if fig is None:  # not drawn yet (importance, fidelity in the small study): a note, no title
+                continue
+            title = fig["layout"]["title"]
+            words = re.findall(r"[a-z]+", title["text"].lower())
+            phrases = [" ".join(words[i : i + 2]) for i in range(len(words) - 1)]
+            assert len(phrases) == len(set(phrases)), (fig_id, title["text"])  # "val loss × throughput: val loss × throughput"
+            assert title["yref"] == "container" and title["pad"]["t"] >= figs.TITLE_BELOW_TOOLBAR_PX, fig_id
+            assert fig["layout"]["margin"]["t"] > title["pad"]["t"] + 20, fig_id  # the plot area starts below the title
+
+
+def test_the_importance_note_says_how_far_a_quickstart_size_study_is_from_the_panel():
+    view = study_view(synthetic_study(quickstart("q"), None, 8, failed=0))
+    have = sum(1 for r in view.rows if r.state == "COMPLETE" and r.heads)
+    note = {i: n for i, _, n in figs.study_figures(view)}["importance"]
+    need = MIN_TRIALS_FOR_IMPORTANCE
+    assert figs.importance(view) is None and 0 < have < need
+    assert note == f"needs {need} completed trials with a schedule; this study has {have} ({need - have} to go)"

@@ -56,17 +56,6 @@ def snapshot(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir" for p in folder.rglob("*")}
 
 
-@pytest.fixture(scope="module")
-def good_db(tmp_path_factory) -> Path:
-    """A prism study, created the way `run` creates storage (open_storage), trials added through Optuna."""
-    path = tmp_path_factory.mktemp("good") / "good.db"
-    storage = open_storage(f"sqlite:///{path}")
-    synthetic_study(quickstart("s"), storage, 6, failed=0)
-    storage.engine.dispose()  # closed: its write-ahead log is in the file, which can be copied alone
-    assert not path.with_name("good.db-wal").exists()
-    return path
-
-
 def test_reading_commands_in_an_empty_folder_create_nothing(monkeypatch, capsys, tmp_path):
     for args in READERS:
         assert_one_line(*cli(monkeypatch, capsys, tmp_path, *args), "no prism-search studies in sqlite:///prism_search.db")
