@@ -62,6 +62,7 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
     trial number a failed first try left it), or None when `source` names no trial."""
     from search.analysis.summary import paired_baseline
     from search.attrs import ATTR_CHECKPOINT
+    from search.runner.checkpoints import owned_checkpoint
     from search.storage import open_storage
     from search.storage.records import find_study, stored_config
 
@@ -92,7 +93,7 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
         )
     if not Path(path).is_dir():
         raise AuditError(f"trial {trial.number} of study {name!r}: checkpoint folder {path!r} is gone; audit another source")
-    return Path(path)
+    return owned_checkpoint(path, study)
 
 
 def load_source(source: str, storage_url: str) -> tuple[PrismLM, str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import ATTR_CONFIG, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, THROUGHPUT_RATIO, heads_attr
+from search.attrs import ATTR_CONFIG, ATTR_STUDY_UID, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, THROUGHPUT_RATIO, heads_attr
 from search.config import Flags, StudyConfig, parse_config
 from search.errors import ConfigError, PrismSearchError
 
@@ -85,6 +85,13 @@ def stored_config(study: optuna.Study, flags: Flags | None = None) -> StudyConfi
             raise  # a flag out of bounds: its message names it
         # the TOML hint ("remove it") does not apply to a stored study
         raise ConfigError(f"{str(e).split('; ')[0]}; open the study with the prism-search version that created it") from None
+
+
+def study_uid(study: optuna.Study) -> str | None:
+    """What tells this stored study from any other of its name (made at creation); None for a study made before
+    studies had one."""
+    uid = study.user_attrs.get(ATTR_STUDY_UID)
+    return uid if isinstance(uid, str) else None
 
 
 def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:

@@ -282,6 +282,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
 def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
     from search.priors import audit_model, load_source, make_prior  # torch
+    from search.runner.checkpoints import owned_checkpoint
 
     study, config = ctx.study, ctx.config
     trial = paired_baseline(study.get_trials(deepcopy=False), config)
@@ -293,7 +294,7 @@ def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
             f"baseline trial {trial.number} of {config.name!r} kept no checkpoint; --prior auto needs "
             "the baseline trained by the same `run --prior auto`"
         )
-    model, _ = load_source(str(path), config.storage)
+    model, _ = load_source(str(owned_checkpoint(path, study)), config.storage)
     profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
     prior = make_prior(profile, config, ctx.family, top_k)
     seed_study(ctx, prior, profile)
