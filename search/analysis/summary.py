@@ -43,7 +43,7 @@ from search.attrs import (
     WORKER,
 )
 from search.config import StudyConfig
-from search.storage.records import FINISHED, failed_for_good, stored_config
+from search.storage.records import FINISHED, failed_for_good, readable, stored_config
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,7 @@ class Summary:
     crossed_pairs: list[str] = field(default_factory=list)  # pairs whose two runs ran on different kinds of hardware
     verdict_one_kind: Verdict | None = None  # the verdict without them (None: no pair crossed)
     deciding: Cost | None = None  # undecided: what the verdict's command still trains, at the study's median tokens/s
+    left_out: dict[int, str] = field(default_factory=dict)  # trials whose stored attrs cannot be read, and why
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -211,6 +212,7 @@ class Summary:
         mixed hardware, where the same (schedule, seed) does not repeat bit for bit (docs/results.md), so a pair
         across kinds is not exact. Seeds each on one kind are exact pairs, whichever kind each seed had."""
         out = self.fidelity_warnings()
+        out += [f"trial {n} left out: {why} (changed outside prism-search)" for n, why in self.left_out.items()]
         if self.mixed_seeds:
             seeds = ", ".join(map(str, self.mixed_seeds))
             out.append(
@@ -230,7 +232,7 @@ def ranked(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
     Baseline repeats at other seeds and confirmation runs measure noise; they never compete. A COMPLETE trial without
     values (a damaged row) competes for nothing."""
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    complete = readable(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
     paired = [
         t
         for t in complete
@@ -441,7 +443,7 @@ def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str
 def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary:
     """`config`: the study's config as the command already resolved it (`run`, `resume`); else read as stored."""
     config = config or stored_config(study)
-    trials = study.get_trials(deepcopy=False)
+    trials, left_out = readable(study.get_trials(deepcopy=False))
     done = budget(trials, config.seed)
     counts = {s.name: 0 for s in TrialState}
     for t in trials:
@@ -541,6 +543,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         crossed_pairs=[f"{schedule} seed {seed}" for schedule, seed in crossed],
         verdict_one_kind=on_one_kind if crossed else None,
         deciding=None if experiment else study_deciding_cost(decision.verdict, decision.family, trials, config),
+        left_out=left_out,
     )
 
 

@@ -217,17 +217,21 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
+    from search.analysis import summaries
     from search.study import Study
 
     url = storage or DEFAULT_STORAGE
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
+    found, unreadable = ([studies[0].summary()], {}) if name else summaries(studies)  # unreadable: named, not fatal
     if as_json:
-        print(json.dumps([s.summary().to_dict() for s in studies], indent=2))
+        print(json.dumps([s.to_dict() for s in found] + [{"name": n, "error": why} for n, why in unreadable.items()], indent=2))
         return
     if not studies:
         console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
-    for study in studies:
-        _print_summary(study.summary(), None)
+    for summary in found:
+        _print_summary(summary, None)
+    for bad, why in unreadable.items():
+        err.print(f"study {bad} left out: {why}", soft_wrap=True, highlight=False, markup=False)
     if plain:
         console.print(f"not created by prism-search (left out): {', '.join(plain)}", soft_wrap=True, highlight=False, markup=False)
 
