@@ -260,7 +260,7 @@ class Driver:
         job = _InFlight(trial, schedule, role, worker)
         self.in_flight[worker.start.remote(self._spec(trial, schedule, seed))] = job
         if self.progress:
-            self.progress.started_trial(trial.number, str(schedule), role)
+            self.progress.started_trial(trial.number, str(schedule), role, seed)
         return "trained"
 
     def _handle(self, ref: ray.ObjectRef) -> None:
@@ -375,7 +375,7 @@ class Driver:
         self.idle.append(worker)
         job = _InFlight(trial, schedule, role, None)
         if self.progress:
-            self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role)
+            self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role, seed, served=True)
         self._await_original(job, cache.Wait(trial_id(original)))
         return True
 

@@ -214,9 +214,9 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     try:
         for line in proc.stdout:  # plain log lines: stdout is not a terminal
             lines.append(line)
-            if (m := re.search(r"trial (\d+) started", line)) and "(= trial" not in line:  # served ones train nowhere
+            if (m := re.search(r"trial (\d+) \(\d+ of \d+\) started", line)) and "(= trial" not in line:  # served ones train nowhere
                 running.add(m[1])
-            elif m := re.search(r"trial (\d+) (COMPLETE|PRUNED|FAIL)", line):
+            elif m := re.search(r"trial (\d+) (?:\([^)]*\) )?(COMPLETE|PRUNED|FAIL)", line):
                 running.discard(m[1])
             peak_running = max(peak_running, len(running))
         proc.wait(timeout=300)
@@ -339,7 +339,7 @@ def test_ray_job_submit_stop_and_resume(ray_jobs_head, pg_url, study_toml):
     toml = study_toml(("n_trials = 5", "n_trials = 4"))
     job = _submit(client, f"prism-search run {toml} --address auto --storage {pg_url}")
     deadline = time.monotonic() + 90
-    while not re.search(r"trial \d+ (COMPLETE|PRUNED)", logs := client.get_job_logs(job)):  # the live progress
+    while not re.search(r"trial \d+ (?:\([^)]*\) )?(COMPLETE|PRUNED)", logs := client.get_job_logs(job)):  # the live progress
         assert time.monotonic() < deadline and client.get_job_status(job) in (JobStatus.PENDING, JobStatus.RUNNING), logs
         time.sleep(0.5)
     client.stop_job(job)  # SIGTERM to the driver, like `ray job stop`
