@@ -159,6 +159,12 @@ class Summary:
             "warnings": self.warnings(),
         }
 
+    def best_to_dict(self) -> dict:
+        """What `best` prints, for `best --json`: the verdict, the best schedule with its value and gap, the front."""
+        full = self.to_dict()
+        keys = ("verdict", "best_schedule", "best_value", "best_seeds", "best_number", "baseline_schedule", "baseline_value")
+        return {"study": self.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}
+
     @property
     def confirm_command(self) -> str:
         """What measures the best's noise: confirmation seeds, or an experiment's own next pairs."""
