@@ -7,13 +7,17 @@ a driver that died.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
+import functools
 import glob
 import hashlib
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 import urllib.parse
 import warnings
@@ -114,18 +118,36 @@ def _read_only_sqlite(url: str, path: Path) -> Callable[[], sqlite3.Connection] 
     database is read through its -shm index, which SQLite cannot create there. With no pending log (a closed
     study: the log folded into the file and removed) the file alone is the database: it is opened immutable, with
     no index and no locks, safe because a writer would keep a log beside it. A log with its index is read as the
-    driver left them (None: SQLite's own read-only open does it). A log without its index cannot be read."""
+    driver left them (None: SQLite's own read-only open does it). A log without its index is read from a private
+    copy of the file and its log (`_private_copy`): nothing can write beside them, so the copy is the database."""
     wal, shm = path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")
     if not wal.exists() or wal.stat().st_size == 0:
         uri = f"file:{urllib.parse.quote(str(path.absolute()))}?immutable=1"
         return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
     if shm.exists():
         return None
-    raise StorageError(
-        f"storage {mask_url(url)!r}: its write-ahead log {wal.name} holds commits SQLite reads only through an index "
-        f"({shm.name}) it cannot create in the read-only folder {str(path.parent)!r}; fix: make that folder writable, "
-        f"or copy {path.name} and {wal.name} to a writable folder and read the copy"
-    )
+    try:
+        copy = _private_copy(path.resolve(), wal.stat().st_mtime_ns, wal.stat().st_size)
+    except OSError as e:
+        raise StorageError(
+            f"storage {mask_url(url)!r}: its write-ahead log {wal.name} holds commits SQLite reads only through an index "
+            f"({shm.name}) it cannot create in the read-only folder {str(path.parent)!r}, and no private copy could be made "
+            f"({e.strerror or e}); fix: make that folder writable, or copy {path.name} and {wal.name} to a writable folder "
+            "and read the copy"
+        ) from None
+    uri = f"file:{urllib.parse.quote(str(copy))}?mode=ro"
+    return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+@functools.cache
+def _private_copy(path: Path, _wal_mtime_ns: int, _wal_size: int) -> Path:
+    """`path` and its -wal copied once per process (per state of the log) to a temporary folder removed at exit,
+    where SQLite can make the index it reads the log through."""
+    folder = Path(tempfile.mkdtemp(prefix="prism-search-read-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{path}{suffix}", folder / f"{path.name}{suffix}")
+    return folder / path.name
 
 
 @contextlib.contextmanager
