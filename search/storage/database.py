@@ -29,7 +29,7 @@ import optuna
 import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
-from search.storage._optuna import schema_revisions, schema_tables
+from search.storage._optuna import create_schema, schema_revisions, schema_tables
 from search.urls import mask_in, mask_url, parse_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
@@ -208,6 +208,21 @@ def _lock_file(url: str, name: str) -> IO[str]:
 
 
 _LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search creation").digest()[:8], "big", signed=True)
+_SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search schema").digest()[:8], "big", signed=True)
+
+
+def _new_postgresql_schema(url: str) -> None:
+    """Create Optuna's schema on PostgreSQL whole or not at all: tables, version row and stamp in one transaction
+    (PostgreSQL's DDL is transactional), under an advisory lock so concurrent drivers create it once. Optuna makes
+    them in three transactions: a driver killed between them left tables without a stamp. A complete schema is
+    left as it is; the lock is its own, apart from `creation_lock`'s, which a caller may hold around this."""
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+            create_schema(conn)
+    finally:
+        engine.dispose()
 
 
 def _sqlite_file(url: str) -> Path | None:
@@ -421,6 +436,13 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
             raise StorageError(
                 f"storage {mask_url(url)!r}: cannot create {str(sqlite_file)!r} ({_first_line(e)}); fix: a writable --storage "
                 "path with free space"
+            ) from None
+    if create and url.startswith("postgresql"):
+        try:
+            _new_postgresql_schema(url)
+        except sqlalchemy.exc.DBAPIError as e:
+            raise StorageError(
+                f"storage {mask_url(url)!r}: cannot create Optuna's schema ({_first_line(e)}); fix: check --storage and its permissions"
             ) from None
     engine_kwargs = _engine_kwargs(url, create)
     if not url.startswith("sqlite"):

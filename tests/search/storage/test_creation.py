@@ -66,14 +66,43 @@ def test_a_driver_killed_while_creating_the_database_leaves_none(tmp_path, scrip
     assert [p.name for p in tmp_path.iterdir() if "creating" in p.name] == []
 
 
-def test_a_driver_killed_while_creating_a_postgresql_schema_leaves_no_damage(tmp_path, pg_url):
-    """PostgreSQL creates the tables in one transaction, then stamps them in others: killed between the two, the
-    schema is unfinished (no study in it), which reading commands say and the next run completes."""
-    _killed_mid_creation(pg_url)
+KILL_AT_THE_STAMP = """
+import os, signal, sys
+from alembic.runtime import migration
+def die(self, *args, **kwargs):  # the tables and version row are made, the Alembic stamp not yet: a driver killed here
+    os.kill(os.getpid(), signal.SIGKILL)
+migration.MigrationContext.stamp = die
+from search.storage import open_storage
+open_storage(sys.argv[1])
+"""
+
+
+def test_a_driver_killed_while_creating_a_postgresql_schema_leaves_nothing(tmp_path, pg_url):
+    """The schema is made in one transaction: killed before it commits, the database holds no table at all (Optuna
+    alone commits its tables first and stamps them after, so a kill between left a schema without its stamp)."""
+    _killed_mid_creation(pg_url, KILL_AT_THE_STAMP)
+    engine = sqlalchemy.create_engine(pg_url, poolclass=sqlalchemy.pool.NullPool)
+    assert sqlalchemy.inspect(engine).get_table_names() == []
+    engine.dispose()
     status = _cli("status", "--storage", pg_url, cwd=tmp_path)
-    assert status.returncode == 2 and "not complete" in status.stderr and "damaged" not in status.stderr, status.stderr
+    assert status.returncode == 2 and "holds no tables" in status.stderr and "damaged" not in status.stderr, status.stderr
     open_storage(pg_url).engine.dispose()
     assert _cli("status", "--storage", pg_url, cwd=tmp_path).returncode == 0
+
+
+def test_postgresql_schemas_created_at_once_by_many_drivers_are_one(pg_url):
+    """Eight processes open a new database at the same moment: the advisory lock lets one create the schema, the
+    others find it whole (no duplicate version row, one stamp)."""
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    script = "import sys; from search.storage import open_storage; open_storage(sys.argv[1]).engine.dispose()"
+    procs = [subprocess.Popen([sys.executable, "-c", script, pg_url], env=env, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors
+    engine = sqlalchemy.create_engine(pg_url, poolclass=sqlalchemy.pool.NullPool)
+    with engine.connect() as conn:
+        counts = [conn.execute(sqlalchemy.text(f"SELECT count(*) FROM {t}")).scalar() for t in ("version_info", "alembic_version")]
+    engine.dispose()
+    assert counts == [1, 1]
 
 
 def test_a_schema_left_half_made_by_an_older_driver_is_completed_not_damaged(tmp_path):
