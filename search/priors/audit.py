@@ -64,7 +64,7 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
     from search.attrs import ATTR_CHECKPOINT
     from search.runner.checkpoints import owned_checkpoint
     from search.storage import open_storage
-    from search.storage.records import find_study, stored_config
+    from search.storage.records import find_study, malformed, readable, stored_config
 
     match = _TRIAL_REF.match(source)
     if not match:
@@ -73,7 +73,7 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
     study = find_study(name, open_storage(storage_url, create=False))
     config = stored_config(study)  # a study prism-search made, or one line saying it is not
     trials = study.get_trials(deepcopy=False)
-    baseline = paired_baseline(trials, config)
+    baseline = paired_baseline(readable(trials)[0], config)
     if match["trial"] == "baseline":
         if baseline is None:
             raise AuditError(f"study {name!r} has no finished paired baseline yet; run or resume it")
@@ -82,6 +82,8 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
         raise AuditError(f"study {name!r} has no trial {match['trial']} (it has {len(trials)}); check STUDY:TRIAL")
     else:
         trial = trials[int(match["trial"])]
+    if why := malformed(trial):
+        raise AuditError(f"trial {trial.number} of study {name!r} cannot be read: {why} (changed outside prism-search)")
     path = trial.user_attrs.get(ATTR_CHECKPOINT)
     if not path and trial.state != TrialState.COMPLETE:
         other = f"; the paired baseline is trial {baseline.number} ({name}:baseline)" if baseline is not None else ""

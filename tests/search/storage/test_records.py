@@ -47,7 +47,8 @@ def test_every_trial_attr_the_product_reads_has_a_kind_it_is_checked_against():
 
 def test_each_malformed_trial_is_named_and_left_out_by_every_reader(monkeypatch, capsys, tmp_path):
     """One stored trial per attr, that attr of the wrong kind (a `worker` string ended `status` in a traceback):
-    status, its JSON, best, export and the dashboard read the rest and name each one left out."""
+    status, its JSON, best, export and the dashboard read the rest and name each one left out; audit names the one
+    it was asked for."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     config = parse_config({"name": "s", "model": {"n_layer": 3, "d_model": 64, "dh_min": 16, "dh_max": 64}, "storage": url})
     study = synthetic_study(config, url, 12, failed=0)
@@ -71,6 +72,9 @@ def test_each_malformed_trial_is_named_and_left_out_by_every_reader(monkeypatch,
     assert cli(monkeypatch, capsys, "best", "s", "--storage", url)[0] == 0
     code, out, _ = cli(monkeypatch, capsys, "export", "s", "--storage", url, "--format", "json")
     assert code == 0 and not {row["number"] for row in json.loads(out)} & set(bad)
+    number = next(n for n, key in bad.items() if key == "checkpoint")
+    code, _, err = cli(monkeypatch, capsys, "audit", f"s:{number}", "--storage", url, "-o", str(tmp_path / "p.json"))
+    assert code == 2 and f"trial {number} of study 's' cannot be read: its attr 'checkpoint'" in err and len(err.splitlines()) == 1
     view = study_view(optuna.load_study(study_name="s", storage=url))
     assert not {r.number for r in view.rows} & set(bad) and view.row(max(bad)) is None and view.row(good.number) is not None
     assert view.summary is not None and len([w for w in view.summary.warnings() if "left out" in w]) == len(bad)
