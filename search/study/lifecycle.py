@@ -201,14 +201,14 @@ def confirm(
 
 def _join_ray(address: str | None, config: StudyConfig, progress: StudyProgress) -> None:
     """Start a local Ray sized for the run's workers, or join the cluster at `address`: its dashboard is printed,
-    and a note when no node could hold one trial now."""
-    from search.runner.cluster import connect_ray, unfit_trial_note
+    and, when no node could hold one trial now, a note, then a bounded wait for one (search.runner.cluster)."""
+    from search.runner.cluster import connect_ray, wait_for_a_fitting_node
 
     resources = config.resources
     if dashboard := connect_ray(address, num_cpus=resources.workers * resources.cpus_per_trial):
         progress.note(f"Ray cluster dashboard: http://{dashboard}")
-    if address and (note := unfit_trial_note(resources.cpus_per_trial, resources.gpus_per_trial)):
-        progress.note(note)
+    if address:
+        wait_for_a_fitting_node(resources.cpus_per_trial, resources.gpus_per_trial, progress.note)
 
 
 def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress: StudyProgress) -> None:
