@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from search import jsonout
 from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
 from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
@@ -159,11 +160,13 @@ class Summary:
             "warnings": self.warnings(),
         }
 
-    def best_to_dict(self) -> dict:
-        """What `best` prints, for `best --json`: the verdict, the best schedule with its value and gap, the front."""
+    def best_json(self) -> str:
+        """What `best` prints, for `best --json`: the verdict, the best schedule with its value and gap, the front;
+        valid JSON (search.jsonout: a non-finite value is null)."""
         full = self.to_dict()
         keys = ("verdict", "best_schedule", "best_value", "best_seeds", "best_number", "baseline_schedule", "baseline_value")
-        return {"study": self.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}
+        best = {"study": self.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}
+        return jsonout.dumps(best, indent=2)
 
     @property
     def confirm_command(self) -> str:

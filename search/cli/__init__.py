@@ -363,14 +363,13 @@ def best(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
-    from search import jsonout
     from search.study import Study
 
     s = Study.load(name, storage=storage).summary()
     if s.best_schedule is None:
         raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
     if as_json:
-        print(jsonout.dumps(s.best_to_dict(), indent=2))
+        print(s.best_json())
         return
     print(f"verdict\t{s.verdict.text()}")
     print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {s.gap_text()}")

@@ -10,7 +10,7 @@ The directory must be on a file system the driver and the workers share (always 
 
 A study's models go to CHECKPOINT_DIR/NAME-UID (UID: the id made when the study was created, search.attrs
 ATTR_STUDY_UID), and each checkpoint records that id: two storages holding studies of one name never write to one
-folder, and every reader refuses a model another study wrote (`owned_checkpoint`). A study made before studies had
+folder, and every reader refuses a model another study wrote (search.priors.owned_checkpoint). A study made before studies had
 an id keeps CHECKPOINT_DIR/NAME, where its stored paths point; its checkpoints record no id, so one overwritten by
 another such study of its name cannot be told from its own.
 """
@@ -20,14 +20,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import optuna
-
 from search.analysis.summary import is_paired_baseline, pareto_trials, ranked
 from search.attrs import ATTR_CHECKPOINT
 from search.config import StudyConfig
-from search.errors import AuditError
 from search.runner.context import StudyContext
-from search.storage.records import study_uid
 
 
 def trial_checkpoint_dir(config: StudyConfig, uid: str | None, number: int) -> str | None:
@@ -40,25 +36,6 @@ def trial_checkpoint_dir(config: StudyConfig, uid: str | None, number: int) -> s
 def study_folder(config: StudyConfig, uid: str | None) -> Path:
     """The folder of the study with id `uid` under checkpoint_dir: CHECKPOINT_DIR/NAME-UID (None: NAME)."""
     return Path(config.checkpoint_dir) / (config.name if uid is None else f"{config.name}-{uid}")
-
-
-def owned_checkpoint(path: str | Path, study: optuna.Study) -> Path:
-    """`path`, once its checkpoint is known to be `study`'s own (the study id it records is the study's), or an
-    AuditError naming both studies: a model another study of the same name wrote is never read for this one."""
-    from prism.checkpoint import CheckpointError, read_checkpoint_config
-
-    try:
-        meta = read_checkpoint_config(path)
-    except CheckpointError as e:
-        raise AuditError(str(e)) from None
-    expected, found = study_uid(study), meta.get("study_uid")
-    if found != expected or meta.get("study") != study.study_name:
-        raise AuditError(
-            f"checkpoint {str(path)!r} was written by study {meta.get('study')!r} (id {found or 'none'}), not by study "
-            f"{study.study_name!r} (id {expected or 'none'}) of this storage; audit the checkpoint folder itself, or "
-            "rerun the trial to save its own model"
-        )
-    return Path(path)
 
 
 def keep_checkpoints(ctx: StudyContext) -> None:

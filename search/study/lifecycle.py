@@ -281,8 +281,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
 
 def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
-    from search.priors import audit_model, load_source, make_prior  # torch
-    from search.runner.checkpoints import owned_checkpoint
+    from search.priors import audit_model, load_source, make_prior, owned_checkpoint  # torch
 
     study, config = ctx.study, ctx.config
     trial = paired_baseline(study.get_trials(deepcopy=False), config)
