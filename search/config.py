@@ -334,7 +334,7 @@ class StudyConfig(_Section):
         description="trained models to keep: the best trial's (and the Pareto front's) with the paired baseline's"
         " (default: `audit STUDY:baseline` works after any study), every trial's (pruned ones too), or none",
     )
-    checkpoint_dir: str = Field("checkpoints", validate_default=True, description="checkpoints go to CHECKPOINT_DIR/STUDY/trial-NNNNN")
+    checkpoint_dir: str = Field("checkpoints", validate_default=True, description="checkpoints go to CHECKPOINT_DIR/STUDY-ID/trial-NNNNN")
     model: ModelSection = Field(ModelSection(), description="the Transformer every trial trains")
     space: SpaceSection = Field(SpaceSection(), description="the schedules searched, the uniform baseline and the reference schedules")
     train: TrainSection = Field(TrainSection(), description="how every trial trains")

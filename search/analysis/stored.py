@@ -6,10 +6,12 @@ storage are named but never read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import optuna
 
+from search.analysis.summary import Summary
 from search.attrs import ATTR_CONFIG
 from search.errors import PrismSearchError
 from search.storage import open_storage
@@ -28,6 +30,24 @@ def stored_studies(url: str) -> tuple[list[optuna.Study], list[str]]:
     studies = storage.get_all_studies()  # names and attrs only: Optuna's study summaries read every trial of every study
     ours = [find_study(s.study_name, storage) for s in studies if _created(s.user_attrs)]
     return ours, [s.study_name for s in studies if not _created(s.user_attrs)]
+
+
+class Summarised(Protocol):
+    name: str
+
+    def summary(self) -> Summary: ...
+
+
+def summaries(studies: Sequence[Summarised]) -> tuple[list[Summary], dict[str, str]]:
+    """Each study's summary, and why each study that cannot be summarised cannot (by name; its stored config fails
+    validation): one bad study never hides the others."""
+    good, bad = [], {}
+    for study in studies:
+        try:
+            good.append(study.summary())
+        except PrismSearchError as e:
+            bad[study.name] = str(e)
+    return good, bad
 
 
 def is_stored(name: str, url: str) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from search import jsonout
 from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
 from search.analysis.budget import budget, exhausted
 from search.analysis.constraints import is_feasible
@@ -43,7 +44,7 @@ from search.attrs import (
     WORKER,
 )
 from search.config import StudyConfig
-from search.storage.records import FINISHED, failed_for_good, stored_config
+from search.storage.records import FINISHED, failed_for_good, readable, stored_config
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class Summary:
     crossed_pairs: list[str] = field(default_factory=list)  # pairs whose two runs ran on different kinds of hardware
     verdict_one_kind: Verdict | None = None  # the verdict without them (None: no pair crossed)
     deciding: Cost | None = None  # undecided: what the verdict's command still trains, at the study's median tokens/s
+    left_out: dict[int, str] = field(default_factory=dict)  # trials whose stored attrs cannot be read, and why
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -157,6 +159,14 @@ class Summary:
             "fidelity_warnings": self.fidelity_warnings(),
             "warnings": self.warnings(),
         }
+
+    def best_json(self) -> str:
+        """What `best` prints, for `best --json`: the verdict, the best schedule with its value and gap, the front;
+        valid JSON (search.jsonout: a non-finite value is null)."""
+        full = self.to_dict()
+        keys = ("verdict", "best_schedule", "best_value", "best_seeds", "best_number", "baseline_schedule", "baseline_value")
+        best = {"study": self.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}
+        return jsonout.dumps(best, indent=2)
 
     @property
     def confirm_command(self) -> str:
@@ -211,6 +221,7 @@ class Summary:
         mixed hardware, where the same (schedule, seed) does not repeat bit for bit (docs/results.md), so a pair
         across kinds is not exact. Seeds each on one kind are exact pairs, whichever kind each seed had."""
         out = self.fidelity_warnings()
+        out += [f"trial {n} left out: {why} (changed outside prism-search)" for n, why in self.left_out.items()]
         if self.mixed_seeds:
             seeds = ", ".join(map(str, self.mixed_seeds))
             out.append(
@@ -230,7 +241,7 @@ def ranked(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
     Baseline repeats at other seeds and confirmation runs measure noise; they never compete. A COMPLETE trial without
     values (a damaged row) competes for nothing."""
-    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    complete = readable(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
     paired = [
         t
         for t in complete
@@ -441,7 +452,7 @@ def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str
 def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary:
     """`config`: the study's config as the command already resolved it (`run`, `resume`); else read as stored."""
     config = config or stored_config(study)
-    trials = study.get_trials(deepcopy=False)
+    trials, left_out = readable(study.get_trials(deepcopy=False))
     done = budget(trials, config.seed)
     counts = {s.name: 0 for s in TrialState}
     for t in trials:
@@ -541,6 +552,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         crossed_pairs=[f"{schedule} seed {seed}" for schedule, seed in crossed],
         verdict_one_kind=on_one_kind if crossed else None,
         deciding=None if experiment else study_deciding_cost(decision.verdict, decision.family, trials, config),
+        left_out=left_out,
     )
 
 

@@ -217,17 +217,21 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
+    from search.analysis import summaries
     from search.study import Study
 
     url = storage or DEFAULT_STORAGE
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
+    found, unreadable = ([studies[0].summary()], {}) if name else summaries(studies)  # unreadable: named, not fatal
     if as_json:
-        print(json.dumps([s.summary().to_dict() for s in studies], indent=2))
+        print(json.dumps([s.to_dict() for s in found] + [{"name": n, "error": why} for n, why in unreadable.items()], indent=2))
         return
     if not studies:
         console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
-    for study in studies:
-        _print_summary(study.summary(), None)
+    for summary in found:
+        _print_summary(summary, None)
+    for bad, why in unreadable.items():
+        err.print(f"study {bad} left out: {why}", soft_wrap=True, highlight=False, markup=False)
     if plain:
         console.print(f"not created by prism-search (left out): {', '.join(plain)}", soft_wrap=True, highlight=False, markup=False)
 
@@ -356,6 +360,7 @@ def confirm(
 def best(
     name: str = typer.Argument(..., help="study name"),
     storage: str | None = StorageOpt,
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
     from search.study import Study
@@ -363,6 +368,9 @@ def best(
     s = Study.load(name, storage=storage).summary()
     if s.best_schedule is None:
         raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
+    if as_json:
+        print(s.best_json())
+        return
     print(f"verdict\t{s.verdict.text()}")
     print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {s.gap_text()}")
     for point in s.pareto:

@@ -1,4 +1,5 @@
-"""What the driver shows while a study runs: a live rich table on a terminal, plain log lines otherwise."""
+"""What the driver shows while a study runs: a live rich table on a terminal, plain log lines otherwise (piped,
+or under Ray Jobs), where every trial line says which of the target's trials it is and the ETA, as the table does."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from prism import EvalPoint
+from search.attrs import ROLE_SEARCH
 
 
 @dataclass
@@ -18,6 +20,7 @@ class _Running:
     schedule: str
     role: str
     started: float
+    place: str  # "k of N": the trained trial of the target it becomes, or that it is served
     point: EvalPoint | None = None
 
 
@@ -52,10 +55,11 @@ class Progress:
         self.target = target
         self._update()
 
-    def _log(self, text: str) -> None:
+    def _log(self, text: str, eta: bool = False) -> None:
         if self.started is None:
             self.console.print(text, highlight=False, soft_wrap=True)
         elif not self._live:
+            text += f"; ETA {self._eta()}" if eta else ""
             elapsed = time.monotonic() - self.started
             self.console.print(f"[{elapsed:7.1f}s] {text}", highlight=False, soft_wrap=True)
 
@@ -99,14 +103,20 @@ class Progress:
         )
         return Group(table, totals)
 
-    def started_trial(self, number: int, schedule: str, role: str) -> None:
-        self.running[number] = _Running(schedule, role, time.monotonic())
-        self._log(f"trial {number} started: {schedule} ({role})")
+    def started_trial(self, number: int, schedule: str, role: str, seed: int, served: bool = False) -> None:
+        """`served`: a duplicate that will be given its original's result (it trains nothing, takes no place)."""
+        trained = self.done_before + self.counts["COMPLETE"] + self.counts["PRUNED"]
+        training = sum(r.place != "served" for r in self.running.values())
+        place = "served" if served else f"{trained + training + 1} of {self.target}"
+        self.running[number] = _Running(schedule, role, time.monotonic(), place)
+        how = role if role == ROLE_SEARCH else f"{role}, seed {seed}"  # baselines and re-runs differ by their seed
+        self._log(f"trial {number} ({place}) started: {schedule} ({how})", eta=True)
         self._update()
 
     def evaluated(self, number: int, point: EvalPoint) -> None:
-        self.running[number].point = point
-        self._log(f"trial {number}: {point.tokens:,} tokens, val loss {point.val_loss:.4f}")
+        r = self.running[number]
+        r.point = point
+        self._log(f"trial {number} ({r.place}): {point.tokens:,} tokens, val loss {point.val_loss:.4f}", eta=True)
         self._update()
 
     def finished(self, number: int, state: str, value: float | None, note: str = "", served: bool = False) -> None:
@@ -120,7 +130,8 @@ class Progress:
         if state == "COMPLETE" and value is not None and (self.best is None or value < self.best[0]):
             self.best = (value, r.schedule if r else "?")
         shown = f" val loss {value:.4f}" if value is not None else ""
-        self._log(f"trial {number} {state}{shown}{' — ' + note if note else ''}")
+        place = f" ({r.place})" if r else ""
+        self._log(f"trial {number}{place} {state}{shown}{' — ' + note if note else ''}", eta=True)
         self._update()
 
     def note(self, text: str) -> None:

@@ -43,7 +43,7 @@ from search.attrs import (
 from search.config import StudyConfig
 from search.errors import ConfigError, PrismSearchError
 from search.storage import scratch_study, trial_id
-from search.storage.records import stored_config
+from search.storage.records import readable, stored_config
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,9 @@ class StudyView:
         return "finished" if self.summary.trained >= self.summary.n_trials or self.summary.exhausted else "stopped"
 
     def row(self, number: int) -> TrialRow | None:
-        return self.rows[number] if 0 <= number < len(self.rows) and self.rows[number].number == number else None
+        if 0 <= number < len(self.rows) and self.rows[number].number == number:
+            return self.rows[number]
+        return next((r for r in self.rows if r.number == number), None)  # trials were left out before it
 
     @property
     def baseline(self) -> TrialRow | None:
@@ -237,7 +239,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         study_audit = json.loads(study_audit)
     audited = study_audit.get("source") if isinstance(study_audit, dict) else None
     rows = []
-    for t in trials:
+    for t in readable(trials)[0]:  # a malformed trial is left out; the summary's warnings name it
         hit = row_cache.get((study.study_name, trial_id(t))) if row_cache is not None else None
         if hit is not None and hit[0] is t:
             rows.append(hit[1])

@@ -3,7 +3,16 @@
 Seeding a study with a prior is the study's (search.study.lifecycle): priors rank and measure, they never touch a study.
 """
 
-from search.priors.audit import AuditError, audit_model, load_source, read_profile, trial_checkpoint, write_audit, write_report
+from search.priors.audit import (
+    AuditError,
+    audit_model,
+    load_source,
+    owned_checkpoint,
+    read_profile,
+    trial_checkpoint,
+    write_audit,
+    write_report,
+)
 from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT, RankedSchedule, ideal_schedule, onset_and_late, rank_schedules
 from search.priors.prior_file import PriorError, make_prior, read_prior, write_prior
 from search.priors.zones import Zone, detect_zones
@@ -21,6 +30,7 @@ __all__ = [
     "load_source",
     "make_prior",
     "onset_and_late",
+    "owned_checkpoint",
     "rank_schedules",
     "read_prior",
     "read_profile",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from optuna.trial import TrialState
@@ -21,6 +22,9 @@ from search.errors import AuditError
 from search.outputs import check_output, write_output
 from search.priors._files import read_versioned_json
 from search.priors.zones import MIN_STRENGTH, detect_zones
+
+if TYPE_CHECKING:
+    import optuna
 
 PROFILE_FORMAT = "prism-profile/1"
 # the per-layer curves of the report and of zone detection: (LayerMetrics attribute, label, unit)
@@ -63,7 +67,7 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
     from search.analysis.summary import paired_baseline
     from search.attrs import ATTR_CHECKPOINT
     from search.storage import open_storage
-    from search.storage.records import find_study, stored_config
+    from search.storage.records import find_study, malformed, readable, stored_config
 
     match = _TRIAL_REF.match(source)
     if not match:
@@ -72,7 +76,7 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
     study = find_study(name, open_storage(storage_url, create=False))
     config = stored_config(study)  # a study prism-search made, or one line saying it is not
     trials = study.get_trials(deepcopy=False)
-    baseline = paired_baseline(trials, config)
+    baseline = paired_baseline(readable(trials)[0], config)
     if match["trial"] == "baseline":
         if baseline is None:
             raise AuditError(f"study {name!r} has no finished paired baseline yet; run or resume it")
@@ -81,6 +85,8 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
         raise AuditError(f"study {name!r} has no trial {match['trial']} (it has {len(trials)}); check STUDY:TRIAL")
     else:
         trial = trials[int(match["trial"])]
+    if why := malformed(trial):
+        raise AuditError(f"trial {trial.number} of study {name!r} cannot be read: {why} (changed outside prism-search)")
     path = trial.user_attrs.get(ATTR_CHECKPOINT)
     if not path and trial.state != TrialState.COMPLETE:
         other = f"; the paired baseline is trial {baseline.number} ({name}:baseline)" if baseline is not None else ""
@@ -92,6 +98,27 @@ def trial_checkpoint(source: str, storage_url: str) -> Path | None:
         )
     if not Path(path).is_dir():
         raise AuditError(f"trial {trial.number} of study {name!r}: checkpoint folder {path!r} is gone; audit another source")
+    return owned_checkpoint(path, study)
+
+
+def owned_checkpoint(path: str | Path, study: optuna.Study) -> Path:
+    """`path`, once its checkpoint is known to be `study`'s own (the study id it records is the study's; its folder
+    is named by it too, search.runner.checkpoints), or an AuditError naming both studies: a model another study of
+    the same name wrote is never read for this one."""
+    from prism.checkpoint import CheckpointError, read_checkpoint_config
+    from search.storage.records import study_uid
+
+    try:
+        meta = read_checkpoint_config(path)
+    except CheckpointError as e:
+        raise AuditError(str(e)) from None
+    expected, found = study_uid(study), meta.get("study_uid")
+    if found != expected or meta.get("study") != study.study_name:
+        raise AuditError(
+            f"checkpoint {str(path)!r} was written by study {meta.get('study')!r} (id {found or 'none'}), not by study "
+            f"{study.study_name!r} (id {expected or 'none'}) of this storage; audit the checkpoint folder itself, or "
+            "rerun the trial to save its own model"
+        )
     return Path(path)
 
 

@@ -7,6 +7,12 @@ paired uniform baseline's (the study seed's): the reference `prism-search audit`
 "best" is the default, so `prism-search audit STUDY:0` (trial 0 is that baseline) works after any study, at the
 cost of two or three models on disk.
 The directory must be on a file system the driver and the workers share (always true for a local Ray).
+
+A study's models go to CHECKPOINT_DIR/NAME-UID (UID: the id made when the study was created, search.attrs
+ATTR_STUDY_UID), and each checkpoint records that id: two storages holding studies of one name never write to one
+folder, and every reader refuses a model another study wrote (search.priors.owned_checkpoint). A study made before studies had
+an id keeps CHECKPOINT_DIR/NAME, where its stored paths point; its checkpoints record no id, so one overwritten by
+another such study of its name cannot be told from its own.
 """
 
 from __future__ import annotations
@@ -20,10 +26,16 @@ from search.config import StudyConfig
 from search.runner.context import StudyContext
 
 
-def trial_checkpoint_dir(config: StudyConfig, number: int) -> str | None:
+def trial_checkpoint_dir(config: StudyConfig, uid: str | None, number: int) -> str | None:
+    """Where trial `number` of the study with id `uid` (None: a study made before ids) saves its model."""
     if config.keep_checkpoints == "none":
         return None
-    return str(Path(config.checkpoint_dir) / config.name / f"trial-{number:05d}")
+    return str(study_folder(config, uid) / f"trial-{number:05d}")
+
+
+def study_folder(config: StudyConfig, uid: str | None) -> Path:
+    """The folder of the study with id `uid` under checkpoint_dir: CHECKPOINT_DIR/NAME-UID (None: NAME)."""
+    return Path(config.checkpoint_dir) / (config.name if uid is None else f"{config.name}-{uid}")
 
 
 def keep_checkpoints(ctx: StudyContext) -> None:

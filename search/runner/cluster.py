@@ -8,8 +8,11 @@ driver's machine is gone, or a dashboard on another node could never see it.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
+import time
+from collections.abc import Callable
 
 from search.errors import ClusterError
 from search.signals import interrupts_held
@@ -77,9 +80,11 @@ def connect_ray(address: str | None, num_cpus: int) -> str | None:
         return None
 
 
-def unfit_trial_note(cpus: int, gpus: float) -> str | None:
-    """A joined cluster where no live node could hold one trial now: a note, not an error, since an autoscaler may
-    add such a node (Ray waits for one), but on a fixed cluster the run would otherwise wait without a word."""
+UNFIT_WAIT_DEFAULT_S = 300  # an autoscaler adds a node within minutes; a fixed cluster never does
+
+
+def _no_fitting_node(cpus: int, gpus: float) -> str | None:
+    """What no live node of the joined cluster has for one trial now (None: one has it)."""
     import ray
 
     nodes: list[dict[str, float]] = [node["Resources"] for node in ray.nodes() if node["Alive"]]
@@ -87,8 +92,42 @@ def unfit_trial_note(cpus: int, gpus: float) -> str | None:
         return None
     largest: dict[str, float] = max(nodes, key=lambda r: (r.get("CPU", 0), r.get("GPU", 0)), default={})
     asked = f"{cpus} CPUs" + (f" and {gpus:g} GPUs" if gpus else "")
+    biggest = f"{largest.get('CPU', 0):g} CPUs, {largest.get('GPU', 0):g} GPUs"
+    return f"no node of this cluster has {asked} for one trial now (the largest: {biggest})"
+
+
+def unfit_trial_note(cpus: int, gpus: float) -> str | None:
+    """A joined cluster where no live node could hold one trial now: a note, not an error yet, since an autoscaler
+    may add such a node (Ray waits for one); `wait_for_a_fitting_node` bounds the wait."""
+    missing = _no_fitting_node(cpus, gpus)
+    if missing is None:
+        return None
     return (
-        f"note: no node of this cluster has {asked} for one trial now (the largest: {largest.get('CPU', 0):g} CPUs, "
-        f"{largest.get('GPU', 0):g} GPUs); trials wait until such a node joins. On a fixed cluster, lower "
+        f"note: {missing}; waiting up to {unfit_wait_seconds()} s for such a node to join. On a fixed cluster, lower "
         "resources.cpus_per_trial or gpus_per_trial (`ray status` lists the nodes)"
     )
+
+
+def unfit_wait_seconds() -> int:
+    """How long a run waits for a node that can hold one trial: $PRISM_SEARCH_UNFIT_WAIT_S, whole seconds >= 1."""
+    text = os.environ.get("PRISM_SEARCH_UNFIT_WAIT_S", str(UNFIT_WAIT_DEFAULT_S)).strip()
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise ClusterError(f"PRISM_SEARCH_UNFIT_WAIT_S={text!r} is not a whole number of seconds >= 1; fix: unset it or set e.g. 300")
+    return int(text)
+
+
+def wait_for_a_fitting_node(cpus: int, gpus: float, say: Callable[[str], None], poll_s: float = 2.0) -> None:
+    """Return once a live node of the joined cluster can hold one trial. Where none can, say so at once (`say`), wait
+    a bounded time for one to join, then stop with one line: on a fixed cluster the run would wait forever."""
+    if (note := unfit_trial_note(cpus, gpus)) is None:
+        return
+    say(note)
+    limit = unfit_wait_seconds()
+    deadline = time.monotonic() + limit
+    while (missing := _no_fitting_node(cpus, gpus)) is not None:
+        if time.monotonic() >= deadline:
+            raise ClusterError(
+                f"{missing.replace(' now ', ' ')}, still after {limit} s; fix: lower resources.cpus_per_trial or gpus_per_trial, "
+                "or add such a node (`ray status` lists them), then resume the study (PRISM_SEARCH_UNFIT_WAIT_S sets the wait)"
+            )
+        time.sleep(poll_s)

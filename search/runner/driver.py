@@ -51,7 +51,7 @@ from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
-from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs
+from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs, study_uid
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
 DB_ERRORS = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
@@ -158,6 +158,7 @@ class Driver:
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
         self.exhausted: str | None = None  # why the study stopped short of its target (search.analysis.budget)
+        self._study_uid = self._db(study_uid, self.study)  # names its checkpoints (search.runner.checkpoints)
 
     # -- the database, always through retries ----------------------------------------------------------
     def _db(self, fn, *args, **kwargs):
@@ -208,9 +209,10 @@ class Driver:
             number=trial.number,
             seed=seed,
             device="cuda" if self.config.resources.gpus_per_trial > 0 else "cpu",
-            checkpoint_dir=trial_checkpoint_dir(self.config, trial.number),
+            checkpoint_dir=trial_checkpoint_dir(self.config, self._study_uid, trial.number),
             keep_checkpoints=self.config.keep_checkpoints,
             probe=True,
+            study_uid=self._study_uid,
         )
 
     # -- the loop ----------------------------------------------------------------------------------------
@@ -258,7 +260,7 @@ class Driver:
         job = _InFlight(trial, schedule, role, worker)
         self.in_flight[worker.start.remote(self._spec(trial, schedule, seed))] = job
         if self.progress:
-            self.progress.started_trial(trial.number, str(schedule), role)
+            self.progress.started_trial(trial.number, str(schedule), role, seed)
         return "trained"
 
     def _handle(self, ref: ray.ObjectRef) -> None:
@@ -373,7 +375,7 @@ class Driver:
         self.idle.append(worker)
         job = _InFlight(trial, schedule, role, None)
         if self.progress:
-            self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role)
+            self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role, seed, served=True)
         self._await_original(job, cache.Wait(trial_id(original)))
         return True
 

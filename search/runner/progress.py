@@ -11,6 +11,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from search.attrs import ROLE_SEARCH
+
 if TYPE_CHECKING:
     from prism import EvalPoint
 
@@ -26,7 +28,8 @@ class StudyProgress(Protocol):
         """The number of trained trials this run ends at, once it is known better (a confirmation that finds runs
         an earlier one already trained)."""
 
-    def started_trial(self, number: int, schedule: str, role: str) -> None: ...
+    def started_trial(self, number: int, schedule: str, role: str, seed: int, served: bool = False) -> None:
+        """`served`: a duplicate that will be given its original's result (it trains nothing)."""
 
     def evaluated(self, number: int, point: EvalPoint) -> None: ...
 
@@ -67,8 +70,9 @@ class LogProgress:
     def retarget(self, target: int) -> None:
         self.target = target
 
-    def started_trial(self, number: int, schedule: str, role: str) -> None:
-        self.logger.info("trial %d started: %s (%s)", number, schedule, role)
+    def started_trial(self, number: int, schedule: str, role: str, seed: int, served: bool = False) -> None:
+        how = role if role == ROLE_SEARCH else f"{role}, seed {seed}"  # baselines and re-runs differ by their seed
+        self.logger.info("trial %d started: %s (%s)", number, schedule, how)
 
     def evaluated(self, number: int, point: EvalPoint) -> None:
         self.logger.debug("trial %d: %d tokens, val loss %.4f", number, point.tokens, point.val_loss)

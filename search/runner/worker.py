@@ -18,7 +18,6 @@ import os
 import shutil
 import socket
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -53,6 +52,7 @@ class TrialSpec:
     keep_checkpoints: str = "none"  # best | all | none: "all" also saves pruned trials
     trainer: Any = None  # an outside trainer's [trainer] section (search.trainers); None: prism's own, this session
     trial_dir: str | None = None  # an outside trainer's folder for this trial: its report, logs and whatever it saves
+    study_uid: str | None = None  # the study's id, recorded in its checkpoints (search.runner.checkpoints)
 
     @classmethod
     def of(
@@ -67,6 +67,7 @@ class TrialSpec:
         checkpoint_dir: str | None,
         keep_checkpoints: str,
         probe: bool,
+        study_uid: str | None = None,
     ) -> TrialSpec:
         """A study's run of `schedule` at `seed`, as its workers train it: the one place a config becomes a spec, so
         `prism-search train SCHEDULE --config STUDY.toml` is the study's run bit for bit. `probe`: also time the
@@ -86,15 +87,19 @@ class TrialSpec:
             corpus_options=config.data.corpus_options(),
             keep_checkpoints=keep_checkpoints,
             checkpoint_dir=checkpoint_dir,
-            **_outside_trainer(config, number),
+            **_outside_trainer(config, number, study_uid),
+            study_uid=study_uid,
         )
 
 
-def _outside_trainer(config: StudyConfig, number: int | None) -> dict:
-    """A study trial's command or python trainer (search.trainers) and the trial's own folder; nothing for prism's."""
+def _outside_trainer(config: StudyConfig, number: int | None, study_uid: str | None) -> dict:
+    """A study trial's command or python trainer (search.trainers) and the trial's own folder (in its study's
+    checkpoint folder, search.runner.checkpoints); nothing for prism's."""
+    from search.runner.checkpoints import study_folder
+
     if config.trainer.kind == "prism" or number is None:
         return {}
-    return {"trainer": config.trainer, "trial_dir": str(Path(config.checkpoint_dir) / config.name / f"trial-{number:05d}")}
+    return {"trainer": config.trainer, "trial_dir": str(study_folder(config, study_uid) / f"trial-{number:05d}")}
 
 
 def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
@@ -175,6 +180,7 @@ def _save(trainer: Trainer, spec: TrialSpec, result: TrainResult) -> dict:
             trainer.model,
             spec.checkpoint_dir,
             study=spec.study,
+            study_uid=spec.study_uid,
             trial=spec.number,
             data=data,
             corpus_fingerprint=spec.corpus_fingerprint,

@@ -115,6 +115,23 @@ def schema_revisions() -> tuple[str, frozenset[str]]:
     return head, frozenset(r.revision for r in script.walk_revisions())
 
 
+def create_schema(conn: Any) -> None:
+    """Everything Optuna's RDBStorage creates when it opens a database (its tables, the schema version row, the
+    Alembic stamp at head), made on `conn` inside the caller's transaction, so the caller decides when it is
+    committed: all of it, or none. Parts already there are kept (a schema an older driver left half-made)."""
+    import sqlalchemy
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    models.BaseModel.metadata.create_all(conn)
+    versions = models.VersionInfoModel.__table__
+    if conn.execute(sqlalchemy.select(sqlalchemy.func.count()).select_from(versions)).scalar() == 0:
+        conn.execute(versions.insert().values(schema_version=models.SCHEMA_VERSION, library_version=optuna.__version__))
+    context = MigrationContext.configure(conn)
+    if context.get_current_revision() is None:
+        context.stamp(ScriptDirectory(os.path.join(os.path.dirname(models.__file__), "alembic")), schema_revisions()[0])
+
+
 def storage_url(study: optuna.Study) -> str:
     """The URL the study was opened from (never the masked one stored in its config)."""
     return storage_of(study)._backend.url

@@ -7,13 +7,17 @@ a driver that died.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
+import functools
 import glob
 import hashlib
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 import urllib.parse
 import warnings
@@ -25,7 +29,7 @@ import optuna
 import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
-from search.storage._optuna import CONTENT_DAMAGE, ReadingStorage, damaged, schema_revisions, schema_tables
+from search.storage._optuna import CONTENT_DAMAGE, ReadingStorage, create_schema, damaged, schema_revisions, schema_tables
 from search.urls import mask_in, mask_url, parse_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
@@ -114,18 +118,36 @@ def _read_only_sqlite(url: str, path: Path) -> Callable[[], sqlite3.Connection] 
     database is read through its -shm index, which SQLite cannot create there. With no pending log (a closed
     study: the log folded into the file and removed) the file alone is the database: it is opened immutable, with
     no index and no locks, safe because a writer would keep a log beside it. A log with its index is read as the
-    driver left them (None: SQLite's own read-only open does it). A log without its index cannot be read."""
+    driver left them (None: SQLite's own read-only open does it). A log without its index is read from a private
+    copy of the file and its log (`_private_copy`): nothing can write beside them, so the copy is the database."""
     wal, shm = path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")
     if not wal.exists() or wal.stat().st_size == 0:
         uri = f"file:{urllib.parse.quote(str(path.absolute()))}?immutable=1"
         return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
     if shm.exists():
         return None
-    raise StorageError(
-        f"storage {mask_url(url)!r}: its write-ahead log {wal.name} holds commits SQLite reads only through an index "
-        f"({shm.name}) it cannot create in the read-only folder {str(path.parent)!r}; fix: make that folder writable, "
-        f"or copy {path.name} and {wal.name} to a writable folder and read the copy"
-    )
+    try:
+        copy = _private_copy(path.resolve(), wal.stat().st_mtime_ns, wal.stat().st_size)
+    except OSError as e:
+        raise StorageError(
+            f"storage {mask_url(url)!r}: its write-ahead log {wal.name} holds commits SQLite reads only through an index "
+            f"({shm.name}) it cannot create in the read-only folder {str(path.parent)!r}, and no private copy could be made "
+            f"({e.strerror or e}); fix: make that folder writable, or copy {path.name} and {wal.name} to a writable folder "
+            "and read the copy"
+        ) from None
+    uri = f"file:{urllib.parse.quote(str(copy))}?mode=ro"
+    return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+@functools.cache
+def _private_copy(path: Path, _wal_mtime_ns: int, _wal_size: int) -> Path:
+    """`path` and its -wal copied once per process (per state of the log) to a temporary folder removed at exit,
+    where SQLite can make the index it reads the log through."""
+    folder = Path(tempfile.mkdtemp(prefix="prism-search-read-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for suffix in ("", "-wal"):
+        shutil.copyfile(f"{path}{suffix}", folder / f"{path.name}{suffix}")
+    return folder / path.name
 
 
 @contextlib.contextmanager
@@ -186,6 +208,21 @@ def _lock_file(url: str, name: str) -> IO[str]:
 
 
 _LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search creation").digest()[:8], "big", signed=True)
+_SCHEMA_LOCK_KEY = int.from_bytes(hashlib.sha256(b"prism-search schema").digest()[:8], "big", signed=True)
+
+
+def _new_postgresql_schema(url: str) -> None:
+    """Create Optuna's schema on PostgreSQL whole or not at all: tables, version row and stamp in one transaction
+    (PostgreSQL's DDL is transactional), under an advisory lock so concurrent drivers create it once. Optuna makes
+    them in three transactions: a driver killed between them left tables without a stamp. A complete schema is
+    left as it is; the lock is its own, apart from `creation_lock`'s, which a caller may hold around this."""
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+            create_schema(conn)
+    finally:
+        engine.dispose()
 
 
 def _sqlite_file(url: str) -> Path | None:
@@ -196,21 +233,74 @@ def _sqlite_file(url: str) -> Path | None:
 
 
 def _new_sqlite_database(path: Path) -> None:
-    """Create a study file whole or not at all: Optuna's schema is made in a temporary file beside it, which is then
-    linked into place in one step. A driver killed (or a disk filled) half-way through leaves no half-made
-    database behind, only the temporary file (which the next creation removes); a file another process created
-    meanwhile is kept and used.
+    """Create a study file whole or not at all: Optuna's schema is built in memory, written to an unnamed file in
+    the folder (O_TMPFILE), which is then linked into place in one step. A driver killed (or a disk filled) at any
+    point leaves nothing behind: an unnamed file goes with its process. A file another process created meanwhile
+    is kept and used. Where the file system has no unnamed files, a named temporary file beside it stands in
+    (one killed creation's, the next creation removes).
 
     The file is in write-ahead-log mode (a setting stored in the file): with synchronous=NORMAL a commit then no
     longer waits for an fsync (9 ms each here, and a trial makes dozens), readers such as a dashboard stop
     blocking the writer, and a killed driver still loses nothing it committed (only a power cut can drop the last
     commits). Existing files are left in the mode they have."""
     _remove_unfinished(path)
+    image = _schema_image()
+    unnamed = getattr(os, "O_TMPFILE", None)  # Linux
+    try:
+        fd = os.open(path.parent, unnamed | os.O_WRONLY, 0o666) if unnamed else None
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise
+        fd = None
+    if fd is None:
+        _new_from_named_file(path, image)
+        return
+    try:
+        _write_all(fd, image)
+        root = os.open("/", os.O_RDONLY)  # linkat(AT_SYMLINK_FOLLOW) names the unnamed file through /proc
+        try:
+            os.link(f"/proc/self/fd/{fd}", path, src_dir_fd=root)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.EXDEV, errno.EPERM):  # no /proc: name the file another way
+                raise
+            _new_from_named_file(path, image)
+        finally:
+            os.close(root)
+    finally:
+        os.close(fd)
+
+
+def _schema_image() -> bytes:
+    """The bytes of a new SQLite database holding Optuna's schema, in write-ahead-log mode: bytes 18 and 19 of a
+    SQLite file are its write and read format versions, 2 meaning WAL (sqlite.org/fileformat.html)."""
+    memory = sqlite3.connect(":memory:", check_same_thread=False)
+    engine_kwargs = {"creator": lambda: memory, "poolclass": sqlalchemy.pool.StaticPool}
+    storage = optuna.storages.RDBStorage("sqlite://", engine_kwargs=engine_kwargs)
+    image = bytearray(memory.serialize())
+    storage.engine.dispose()  # closes `memory` too
+    image[18:20] = b"\x02\x02"
+    return bytes(image)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+def _new_from_named_file(path: Path, image: bytes) -> None:
+    """`_new_sqlite_database` where unnamed files cannot be made or named: a temporary file beside `path`, linked
+    into place (renamed on a file system without hard links: a file made meanwhile is then replaced)."""
     temp = path.with_name(f"{_unfinished_prefix(path)}{os.getpid()}")
     try:
-        with contextlib.closing(sqlite3.connect(temp)) as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-        optuna.storages.RDBStorage(f"sqlite:///{temp}", engine_kwargs={"poolclass": sqlalchemy.pool.NullPool}).engine.dispose()
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            _write_all(fd, image)
+        finally:
+            os.close(fd)
         try:
             os.link(temp, path)
         except FileExistsError:
@@ -218,11 +308,9 @@ def _new_sqlite_database(path: Path) -> None:
         except OSError as e:
             if e.errno not in (errno.EPERM, errno.ENOTSUP):
                 raise
-            os.rename(temp, path)  # a file system without hard links: a rename (a file made meanwhile is replaced)
+            os.rename(temp, path)
     finally:
-        for leftover in (temp, temp.with_name(temp.name + "-wal"), temp.with_name(temp.name + "-shm")):
-            with contextlib.suppress(FileNotFoundError):
-                leftover.unlink()
+        temp.unlink(missing_ok=True)
 
 
 def _unfinished_prefix(path: Path) -> str:
@@ -350,6 +438,13 @@ def open_storage(url: str, create: bool = True) -> optuna.storages.RDBStorage:
             raise StorageError(
                 f"storage {mask_url(url)!r}: cannot create {str(sqlite_file)!r} ({_first_line(e)}); fix: a writable --storage "
                 "path with free space"
+            ) from None
+    if create and url.startswith("postgresql"):
+        try:
+            _new_postgresql_schema(url)
+        except sqlalchemy.exc.DBAPIError as e:
+            raise StorageError(
+                f"storage {mask_url(url)!r}: cannot create Optuna's schema ({_first_line(e)}); fix: check --storage and its permissions"
             ) from None
     engine_kwargs = _engine_kwargs(url, create)
     if not url.startswith("sqlite"):

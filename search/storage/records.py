@@ -7,13 +7,45 @@ a corpus that changed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import ATTR_CONFIG, CURVE, RESULT_KEYS, ROLE, SCHEDULE, SEED, THROUGHPUT_RATIO, heads_attr
+from search.attrs import (
+    ATTEMPT,
+    ATTR_AUDIT,
+    ATTR_CHECKPOINT,
+    ATTR_CHECKPOINT_ERROR,
+    ATTR_CONFIG,
+    ATTR_STUDY_UID,
+    CURVE,
+    DUPLICATE_ATTR,
+    ERROR,
+    FLOPS_PER_TOKEN,
+    HEADS_PREFIX,
+    N_PARAMS,
+    PRIOR_RANK,
+    PRUNED_AT_RUNG,
+    PRUNED_AT_TOKENS,
+    REFERENCE,
+    RESULT_KEYS,
+    RETRY_OF,
+    ROLE,
+    RUNG_PREFIX,
+    SCHEDULE,
+    SEED,
+    SOURCE,
+    STEPS,
+    THROUGHPUT_RATIO,
+    TOKENS,
+    TOKENS_PER_S,
+    UNIFORM_TOKENS_PER_S,
+    WALL_TIME_S,
+    WORKER,
+    heads_attr,
+)
 from search.config import Flags, StudyConfig, parse_config
 from search.errors import ConfigError, PrismSearchError
 
@@ -22,6 +54,85 @@ if TYPE_CHECKING:
     from search.families import ScheduleFamily
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is no count
+
+
+def _number(value: object) -> bool:
+    return _integer(value) or isinstance(value, float)
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _curve(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and all(map(_number, p)) for p in value)
+
+
+_WORKER_KEYS = {"host": _text, "pid": _integer, "device": _text, "kernels": _text}
+
+
+def _worker(value: object) -> bool:
+    return isinstance(value, dict) and all(check(value[key]) for key, check in _WORKER_KEYS.items() if key in value)
+
+
+def _audit(value: object) -> bool:
+    return isinstance(value, (list, dict, str))  # rows, rows by probe set, or JSON text: its readers check the rows
+
+
+Kind = tuple[str, Callable[[object], bool]]
+INTEGER: Kind = ("an integer", _integer)
+NUMBER: Kind = ("a number", _number)
+TEXT: Kind = ("text", _text)
+# every trial attr a reader uses, with the kind its writer stores
+TRIAL_ATTR_KINDS: dict[str, Kind] = {
+    SCHEDULE: TEXT,
+    ROLE: TEXT,
+    SEED: INTEGER,
+    REFERENCE: TEXT,
+    CURVE: ("a list of [tokens, val loss] pairs", _curve),
+    ATTEMPT: INTEGER,
+    RETRY_OF: INTEGER,
+    ERROR: TEXT,
+    WORKER: ("a mapping of host, pid, device and kernels", _worker),
+    PRUNED_AT_TOKENS: INTEGER,
+    PRUNED_AT_RUNG: INTEGER,
+    SOURCE: TEXT,
+    PRIOR_RANK: INTEGER,
+    DUPLICATE_ATTR: INTEGER,
+    ATTR_CHECKPOINT: TEXT,
+    ATTR_CHECKPOINT_ERROR: TEXT,
+    ATTR_AUDIT: ("a list, a mapping or JSON text", _audit),
+    TOKENS_PER_S: NUMBER,
+    N_PARAMS: INTEGER,
+    FLOPS_PER_TOKEN: NUMBER,
+    WALL_TIME_S: NUMBER,
+    STEPS: INTEGER,
+    TOKENS: INTEGER,
+    THROUGHPUT_RATIO: NUMBER,
+    UNIFORM_TOKENS_PER_S: NUMBER,
+}
+PREFIX_KINDS: dict[str, Kind] = {HEADS_PREFIX: INTEGER, RUNG_PREFIX: NUMBER}  # heads_00, ...; rung_0, ...
+
+
+def malformed(trial: FrozenTrial) -> str | None:
+    """Why a stored trial cannot be read (an attr the product reads holds another kind than its writer stores:
+    changed outside prism-search), or None. Readers leave such a trial out and name it (`readable`)."""
+    for key, value in trial.user_attrs.items():
+        kind = TRIAL_ATTR_KINDS.get(key) or next((k for p, k in PREFIX_KINDS.items() if key.startswith(p)), None)
+        if kind is not None and not kind[1](value):
+            return f"its attr {key!r} is {type(value).__name__} {repr(value)[:40]}, not {kind[0]}"
+    return None
+
+
+def readable(trials: Sequence[FrozenTrial]) -> tuple[list[FrozenTrial], dict[int, str]]:
+    """The trials a reader can use, and why each other one cannot (by trial number): one malformed trial is left
+    out and named, never the end of the command that reads it."""
+    reasons = {t.number: why for t in trials if (why := malformed(t)) is not None}
+    return [t for t in trials if t.number not in reasons], reasons
 
 
 def schedule_attrs(schedule: Schedule, role: str, seed: int) -> dict:
@@ -85,6 +196,13 @@ def stored_config(study: optuna.Study, flags: Flags | None = None) -> StudyConfi
             raise  # a flag out of bounds: its message names it
         # the TOML hint ("remove it") does not apply to a stored study
         raise ConfigError(f"{str(e).split('; ')[0]}; open the study with the prism-search version that created it") from None
+
+
+def study_uid(study: optuna.Study) -> str | None:
+    """What tells this stored study from any other of its name (made at creation); None for a study made before
+    studies had one."""
+    uid = study.user_attrs.get(ATTR_STUDY_UID)
+    return uid if isinstance(uid, str) else None
 
 
 def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:

@@ -11,13 +11,14 @@ sampler draws from and its queue is made of is built here, once, and handed on w
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
 
-from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
+from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_STUDY_UID, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
 from search.config import OBJECTIVES, StudyConfig, references_for
 from search.errors import PrismSearchError
 from search.runner.context import StudyContext
@@ -63,6 +64,8 @@ def open_study(
         store_config(study, config)  # n_trials and resources may change
     else:  # the config last: it marks the study created, so a driver killed before it leaves a study made anew
         study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
+        if ATTR_STUDY_UID not in study.user_attrs:  # kept by a study made anew: never two for one study
+            study.set_user_attr(ATTR_STUDY_UID, uuid.uuid4().hex)
         study.set_metric_names(list(config.search.objectives))
         store_config(study, config)
     ctx = StudyContext(config, family, study, fingerprint, tuple(trackers))

@@ -25,7 +25,7 @@ from search.attrs import (
 )
 from search.config import StudyConfig
 from search.errors import PrismSearchError
-from search.storage.records import FINISHED
+from search.storage.records import FINISHED, readable
 
 _ATTRS = (
     ROLE,
@@ -45,7 +45,7 @@ _ATTRS = (
 def rows(study: optuna.Study, config: StudyConfig) -> list[dict]:
     """Every finished trial of `study` (whose config is `config`) as one flat row."""
     out = []
-    for t in study.get_trials(deepcopy=False, states=FINISHED):
+    for t in readable(study.get_trials(deepcopy=False, states=FINISHED))[0]:  # `status` names those left out
         row = {"number": t.number, "state": t.state.name}
         row |= dict(zip(config.search.objectives, t.values or [None] * len(config.search.objectives)))
         row |= {key: t.user_attrs.get(key) for key in _ATTRS}

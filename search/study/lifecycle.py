@@ -201,14 +201,14 @@ def confirm(
 
 def _join_ray(address: str | None, config: StudyConfig, progress: StudyProgress) -> None:
     """Start a local Ray sized for the run's workers, or join the cluster at `address`: its dashboard is printed,
-    and a note when no node could hold one trial now."""
-    from search.runner.cluster import connect_ray, unfit_trial_note
+    and, when no node could hold one trial now, a note, then a bounded wait for one (search.runner.cluster)."""
+    from search.runner.cluster import connect_ray, wait_for_a_fitting_node
 
     resources = config.resources
     if dashboard := connect_ray(address, num_cpus=resources.workers * resources.cpus_per_trial):
         progress.note(f"Ray cluster dashboard: http://{dashboard}")
-    if address and (note := unfit_trial_note(resources.cpus_per_trial, resources.gpus_per_trial)):
-        progress.note(note)
+    if address:
+        wait_for_a_fitting_node(resources.cpus_per_trial, resources.gpus_per_trial, progress.note)
 
 
 def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress: StudyProgress) -> None:
@@ -281,7 +281,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
 
 def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
-    from search.priors import audit_model, load_source, make_prior  # torch
+    from search.priors import audit_model, load_source, make_prior, owned_checkpoint  # torch
 
     study, config = ctx.study, ctx.config
     trial = paired_baseline(study.get_trials(deepcopy=False), config)
@@ -293,7 +293,7 @@ def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
             f"baseline trial {trial.number} of {config.name!r} kept no checkpoint; --prior auto needs "
             "the baseline trained by the same `run --prior auto`"
         )
-    model, _ = load_source(str(path), config.storage)
+    model, _ = load_source(str(owned_checkpoint(path, study)), config.storage)
     profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
     prior = make_prior(profile, config, ctx.family, top_k)
     seed_study(ctx, prior, profile)

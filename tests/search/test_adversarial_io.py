@@ -472,6 +472,8 @@ def test_audit_and_analyze_find_the_baseline_after_an_interrupted_first_try(stud
     first.set_user_attr("error", "interrupted")
     study.tell(first, state=optuna.trial.TrialState.FAIL)
     enqueue_missing_baselines(ctx, retry_failed=True)  # queued again, as the driver does
+    meta = json.loads((tmp_path / "model" / "config.json").read_text())  # the study's own, as its worker records it
+    (tmp_path / "model" / "config.json").write_text(json.dumps(meta | {"study_uid": study.user_attrs["prism.study_uid"]}))
     while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
         trial = study.ask()
         trial.set_user_attr("checkpoint", str(tmp_path / "model"))

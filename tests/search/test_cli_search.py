@@ -147,3 +147,25 @@ def test_a_stored_config_this_version_cannot_read_is_one_line_exit_2(tiny_config
     assert result.stderr == (
         "error: stored config of study 'tiny': mirror: unknown field; open the study with the prism-search version that created it\n"
     )
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def test_best_json_carries_what_best_prints(tmp_path):
+    """`best --json`: the same best schedule, value, verdict and gap as the text, as valid JSON (no NaN/Infinity)."""
+    from search.config import parse_config
+    from tests.search.synthetic import synthetic_study
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    config = parse_config({"name": "s", "model": {"n_layer": 3, "d_model": 64, "dh_min": 16, "dh_max": 64}, "storage": url})
+    synthetic_study(config, url, 12, failed=0)
+    text = runner.invoke(app, ["best", "s", "--storage", url])
+    as_json = runner.invoke(app, ["best", "s", "--storage", url, "--json"])
+    assert text.exit_code == 0 and as_json.exit_code == 0, as_json.output
+    best = json.loads(as_json.output, parse_constant=_refuse_constant)
+    verdict_line, best_line = text.output.splitlines()[:2]
+    assert verdict_line == f"verdict\t{best['verdict']['text']}"
+    assert best_line == f"{best['best_schedule']}\tval_loss {best['best_value']:.4f}\tgap to uniform {best['gap_text']}"
+    assert best["study"] == "s" and best["pareto"] == [] and best["best_number"] is not None

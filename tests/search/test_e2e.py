@@ -253,7 +253,7 @@ def test_experiment_trains_pairs_together_is_interrupted_resumes_and_ends_at_a_l
     lines = []
     for line in proc.stdout:  # interrupt while the second pair trains
         lines.append(line)
-        if "started: 1x1,2x1,4x1 (race)" in line and "1 of 3 pairs" in "".join(lines):
+        if "started: 1x1,2x1,4x1 (race, seed" in line and "1 of 3 pairs" in "".join(lines):
             proc.send_signal(signal.SIGINT)
             break
     out = "".join(lines) + proc.communicate(timeout=120)[0]

@@ -9,20 +9,23 @@ from pathlib import Path
 import optuna
 import pytest
 import safetensors.torch
+import torch
 from optuna.trial import TrialState
 
-from prism import load_checkpoint
+from prism import PrismLM, load_checkpoint, save_checkpoint
 from search.analysis.summary import summarize
 from search.config import parse_config
 from search.errors import ConfigError
-from search.runner.checkpoints import keep_checkpoints
+from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.driver import Driver
 from search.runner.messages import Finished
 from search.runner.preflight import check_corpus
 from search.runner.worker import TrialSession, TrialSpec, run_trial
 from search.storage import open_storage
-from search.study.create import open_study
+from search.storage.records import study_uid
+from search.study.create import open_study, store_config
 from search.study.pruning import make_stopping
+from tests.search.test_priors_cli import cli
 
 
 def _spec(config, tmp_path, keep):
@@ -75,7 +78,7 @@ def test_study_keeps_only_the_best_and_baseline_checkpoints_and_trains_on_a_user
     study = ctx.study
     Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
     best = summarize(study).best_number
-    kept = sorted(p.name for p in (tmp_path / "ckpt" / "tiny").iterdir())
+    kept = sorted(p.name for p in Path(trial_checkpoint_dir(config, study_uid(study), 0)).parent.iterdir())
     baseline = next(t.number for t in study.trials if t.user_attrs["role"] == "baseline" and t.user_attrs["seed"] == config.seed)
     assert kept == sorted({f"trial-{best:05d}", f"trial-{baseline:05d}"}) and len(study.trials) == 4
     trial = study.trials[best]
@@ -135,15 +138,71 @@ def test_a_full_disk_costs_the_checkpoint_never_the_result(tiny_config, tmp_path
 
 @pytest.mark.e2e
 def test_a_study_whose_checkpoints_cannot_be_written_keeps_every_result(ray_local, tiny_config, tmp_path):
-    """A real refusal inside the Ray workers: CHECKPOINT_DIR/STUDY is a file, so every save fails (NotADirectoryError);
-    the trials still COMPLETE with their values, the reason stored on each."""
+    """A real refusal inside the Ray workers: the study's checkpoint folder is a file, so every save fails
+    (NotADirectoryError); the trials still COMPLETE with their values, the reason stored on each."""
     (tmp_path / "ckpt").mkdir()
-    (tmp_path / "ckpt" / "tiny").write_text("in the way")
     config = tiny_config.model_copy(update={"n_trials": 3, "checkpoint_dir": str(tmp_path / "ckpt")})
     fingerprint = check_corpus(config)
     ctx = open_study(config, open_storage(config.storage), fingerprint)
+    Path(trial_checkpoint_dir(config, study_uid(ctx.study), 0)).parent.write_text("in the way")
     study = ctx.study
     Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=2)
     finished = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(finished) == 3 and not [t for t in study.trials if t.state == TrialState.FAIL]
     assert all(math.isfinite(t.value) and "checkpoint_error" in t.user_attrs and "checkpoint" not in t.user_attrs for t in finished)
+
+
+def test_a_reader_refuses_a_model_another_study_of_the_same_name_wrote(monkeypatch, capsys, tiny_config, tmp_path):
+    """Two storages, one study name: each study has its own id, so its own checkpoint folder; a model whose recorded
+    id is the other study's (as every same-named study's was when folders were keyed by name) is refused, both named."""
+    configs = [tiny_config.model_copy(update={"storage": f"sqlite:///{tmp_path / f'{k}.db'}"}) for k in "ab"]
+    a, b = (open_study(config, open_storage(config.storage), check_corpus(config)).study for config in configs)
+    folders = [trial_checkpoint_dir(config, study_uid(study), 0) for config, study in zip(configs, (a, b), strict=True)]
+    assert study_uid(a) != study_uid(b) and folders[0] != folders[1]
+    torch.manual_seed(0)
+    save_checkpoint(PrismLM(tiny_config.model_config_, tiny_config.baseline), folders[1], study="tiny", study_uid=study_uid(b))
+    for study in (a, b):  # both baselines name b's model: a's was overwritten by it under the old layout
+        trial = study.ask()
+        trial.set_user_attr("checkpoint", folders[1])
+        study.tell(trial, 3.0)
+    out = tmp_path / "profile.json"
+    assert cli(monkeypatch, "audit", "tiny:baseline", "-o", out, "--storage", configs[1].storage) == 0
+    capsys.readouterr()
+    assert cli(monkeypatch, "audit", "tiny:baseline", "-o", out, "--storage", configs[0].storage) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and study_uid(a) in err and study_uid(b) in err and folders[1] in err, err
+    assert cli(monkeypatch, "analyze", "tiny:baseline", "--storage", configs[0].storage) == 2
+    assert study_uid(b) in capsys.readouterr().err
+
+
+def test_a_study_made_before_study_ids_keeps_its_folder_and_reads_its_models(monkeypatch, tiny_config, tmp_path):
+    """Committed results' studies have no id: their models stay at CHECKPOINT_DIR/NAME, where their stored paths
+    point, and a checkpoint recording no id still loads for them."""
+    study = optuna.create_study(study_name="tiny", storage=tiny_config.storage)  # created as such studies were
+    store_config(study, tiny_config)
+    assert study_uid(study) is None
+    folder = trial_checkpoint_dir(tiny_config, None, 0)
+    assert folder == str(Path(tiny_config.checkpoint_dir) / "tiny" / "trial-00000")
+    torch.manual_seed(0)
+    save_checkpoint(PrismLM(tiny_config.model_config_, tiny_config.baseline), folder, study="tiny")
+    attrs = {"role": "baseline", "seed": tiny_config.seed, "schedule": str(tiny_config.baseline), "checkpoint": folder}
+    study.add_trial(optuna.trial.create_trial(value=3.0, user_attrs=attrs))
+    assert cli(monkeypatch, "audit", "tiny:baseline", "-o", tmp_path / "p.json", "--storage", tiny_config.storage) == 0
+
+
+@pytest.mark.e2e
+def test_same_named_studies_in_two_storages_never_share_a_model(monkeypatch, ray_local, tiny_config, tmp_path):
+    """The case that lost a model: the second study's baseline overwrote the first's in CHECKPOINT_DIR/NAME/trial-00000,
+    and `audit NAME:baseline` on the first storage read the other study's model. Real Ray, real workers, one folder."""
+    search = tiny_config.search.model_copy(update={"baseline_seeds": 1})
+    paths = []
+    for k in "ab":
+        config = tiny_config.model_copy(update={"storage": f"sqlite:///{tmp_path / f'{k}.db'}", "n_trials": 1, "search": search})
+        ctx = open_study(config, open_storage(config.storage), check_corpus(config))
+        Driver(ctx, stopping=make_stopping(ctx)).run(config.n_trials, n_workers=1)
+        path = ctx.study.trials[0].user_attrs["checkpoint"]
+        assert load_checkpoint(path)[1]["study_uid"] == study_uid(ctx.study)
+        paths.append(path)
+    assert paths[0] != paths[1] and all(Path(p).is_dir() for p in paths)
+    storage_a = f"sqlite:///{tmp_path / 'a.db'}"
+    assert cli(monkeypatch, "audit", "tiny:baseline", "-o", tmp_path / "p.json", "--storage", storage_a) == 0

@@ -113,15 +113,28 @@ def _stop_cluster(temp_dir: str) -> None:
 
 
 @pytest.mark.e2e
-def test_a_trial_no_node_can_hold_is_noted_not_refused(ray_local):
-    """On a joined cluster a trial that fits no live node waits, as Ray waits for an autoscaler to add one: the
-    run says so instead of waiting without a word (ray_local: one node of 2 CPUs, no GPU)."""
-    from search.runner.cluster import unfit_trial_note
+def test_a_trial_no_node_can_hold_is_noted_then_refused_after_a_bounded_wait(ray_local, monkeypatch):
+    """On a joined cluster a trial that fits no live node would wait forever on a fixed cluster: the run says so at
+    once, waits PRISM_SEARCH_UNFIT_WAIT_S for a node to join (as an autoscaler adds one), then stops with one line
+    (ray_local: one node of 2 CPUs, no GPU)."""
+    from search.runner.cluster import unfit_trial_note, wait_for_a_fitting_node
 
     assert unfit_trial_note(2, 0) is None
     note = unfit_trial_note(1000, 0)
     assert note.startswith("note: no node of this cluster has 1000 CPUs for one trial now (the largest: 2 CPUs, 0 GPUs)")
-    assert "has 1 CPUs and 0.5 GPUs" in unfit_trial_note(1, 0.5)
+    assert "waiting up to 300 s" in note and "has 1 CPUs and 0.5 GPUs" in unfit_trial_note(1, 0.5)
+    said: list[str] = []
+    wait_for_a_fitting_node(2, 0, said.append)
+    assert said == []  # a node fits: no word, no wait
+    monkeypatch.setenv("PRISM_SEARCH_UNFIT_WAIT_S", "2")
+    started = time.monotonic()
+    refusal = r"^no node of this cluster has 1000 CPUs for one trial \(the largest: 2 CPUs, 0 GPUs\), still after 2 s"
+    with pytest.raises(ClusterError, match=refusal):
+        wait_for_a_fitting_node(1000, 0, said.append, poll_s=0.2)
+    assert 2 <= time.monotonic() - started < 10 and len(said) == 1 and said[0].startswith("note: no node")
+    monkeypatch.setenv("PRISM_SEARCH_UNFIT_WAIT_S", "soon")
+    with pytest.raises(ClusterError, match="PRISM_SEARCH_UNFIT_WAIT_S='soon' is not a whole number"):
+        wait_for_a_fitting_node(1000, 0, said.append)
 
 
 @pytest.fixture(scope="module")
@@ -214,9 +227,9 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
     try:
         for line in proc.stdout:  # plain log lines: stdout is not a terminal
             lines.append(line)
-            if (m := re.search(r"trial (\d+) started", line)) and "(= trial" not in line:  # served ones train nowhere
+            if (m := re.search(r"trial (\d+) \(\d+ of \d+\) started", line)) and "(= trial" not in line:  # served ones train nowhere
                 running.add(m[1])
-            elif m := re.search(r"trial (\d+) (COMPLETE|PRUNED|FAIL)", line):
+            elif m := re.search(r"trial (\d+) (?:\([^)]*\) )?(COMPLETE|PRUNED|FAIL)", line):
                 running.discard(m[1])
             peak_running = max(peak_running, len(running))
         proc.wait(timeout=300)
@@ -239,8 +252,8 @@ def test_cli_runs_eight_trials_at_once_on_two_nodes_with_few_postgres_connection
 @pytest.mark.e2e
 @pytest.mark.xdist_group("ray_cluster")
 def test_a_run_whose_trials_fit_no_node_says_so_and_stops_on_ctrl_c(ray_cluster, pg_url, study_toml):
-    """The CLI on the two-node cluster with trials of NODE_CPUS + 1 CPUs: the note is printed before the first
-    trial, which then waits for a node Ray cannot give it; Ctrl-C still stops the run cleanly, nothing trained."""
+    """The CLI on the two-node cluster with trials of NODE_CPUS + 1 CPUs: the note is printed before any trial
+    starts, while the run waits for a node that could hold one; Ctrl-C then stops it cleanly, nothing trained."""
     toml = study_toml(("workers = 2", f"workers = 1\ncpus_per_trial = {NODE_CPUS + 1}"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "search.cli", "run", str(toml), "--address", ray_cluster, "--storage", pg_url],
@@ -251,21 +264,37 @@ def test_a_run_whose_trials_fit_no_node_says_so_and_stops_on_ctrl_c(ray_cluster,
         text=True,
     )
     lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # the run never ends by itself
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # the run waits for a node
     reader.start()
     note = f"note: no node of this cluster has {NODE_CPUS + 1} CPUs for one trial now (the largest: {NODE_CPUS} CPUs, 1 GPUs)"
     deadline = time.monotonic() + 120
-    while not any("started" in line for line in lines):  # the note comes first, then the trial that waits
+    while not any(note in line for line in lines):
         assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     reader.join(timeout=10)
     out = "".join(lines)
-    assert note in out and out.index(note) < out.index("started"), out
-    assert f"prism-search resume tiny --storage {pg_url}" in out and "Traceback" not in out, out
+    assert "started" not in out and f"prism-search resume tiny --storage {pg_url}" in out and "Traceback" not in out, out
     trials = optuna.load_study(study_name="tiny", storage=pg_url).get_trials()
     assert trials and not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.COMPLETE)]
+
+
+@pytest.mark.e2e
+@pytest.mark.xdist_group("ray_cluster")
+def test_a_run_whose_trials_fit_no_node_stops_with_one_line_after_its_wait(ray_cluster, pg_url, study_toml):
+    """Not waited on forever: after PRISM_SEARCH_UNFIT_WAIT_S the run ends with one line and exit 2; the study it
+    created keeps its queued runs for a `resume` once a node fits."""
+    toml = study_toml(("workers = 2", f"workers = 1\ncpus_per_trial = {NODE_CPUS + 1}"))
+    env = RAY_ENV | {"PRISM_SEARCH_UNFIT_WAIT_S": "3"}
+    started = time.monotonic()
+    done = _cli("run", str(toml), "--address", ray_cluster, "--storage", pg_url, env=env, timeout=180)
+    assert done.returncode == 2 and time.monotonic() - started < 120, done.stdout + done.stderr
+    (error,) = done.stderr.strip().splitlines()
+    assert error.startswith(f"error: no node of this cluster has {NODE_CPUS + 1} CPUs for one trial") and "still after 3 s" in error
+    assert "started" not in done.stdout and "Traceback" not in done.stdout + done.stderr
+    trials = optuna.load_study(study_name="tiny", storage=pg_url).get_trials()
+    assert trials and all(t.state == TrialState.WAITING for t in trials)
 
 
 # -- the team workflow: Ray Jobs on a head with its dashboard -----------------------------------------------
@@ -339,7 +368,7 @@ def test_ray_job_submit_stop_and_resume(ray_jobs_head, pg_url, study_toml):
     toml = study_toml(("n_trials = 5", "n_trials = 4"))
     job = _submit(client, f"prism-search run {toml} --address auto --storage {pg_url}")
     deadline = time.monotonic() + 90
-    while not re.search(r"trial \d+ (COMPLETE|PRUNED)", logs := client.get_job_logs(job)):  # the live progress
+    while not re.search(r"trial \d+ (?:\([^)]*\) )?(COMPLETE|PRUNED)", logs := client.get_job_logs(job)):  # the live progress
         assert time.monotonic() < deadline and client.get_job_status(job) in (JobStatus.PENDING, JobStatus.RUNNING), logs
         time.sleep(0.5)
     client.stop_job(job)  # SIGTERM to the driver, like `ray job stop`

@@ -267,12 +267,12 @@ class _WorkerLostToAnInterrupt(Progress):
         self.begin("tiny", target=1, done_before=0)
         self.driver: Driver | None = None
 
-    def started_trial(self, number, schedule, role):
+    def started_trial(self, number, schedule, role, seed, served=False):
         import ray
 
         from tests.search.test_signals import swallow_one_sigterm
 
-        super().started_trial(number, schedule, role)
+        super().started_trial(number, schedule, role, seed, served)
         assert self.driver is not None
         (job,) = self.driver.in_flight.values()
         ray.kill(job.worker)
@@ -417,8 +417,8 @@ class _CutWhenServed(_CutAt):
     def __init__(self, proxy, outage_s):
         super().__init__(proxy, when=lambda point: False, outage_s=outage_s)
 
-    def started_trial(self, number, schedule, role):
-        super().started_trial(number, schedule, role)
+    def started_trial(self, number, schedule, role, seed, served=False):
+        super().started_trial(number, schedule, role, seed, served)
         if not self.done and "(= trial" in schedule:
             self.cut()
 

@@ -4,7 +4,6 @@ client creating the same schema at the same moment never leaves a database that 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import sqlite3
@@ -37,16 +36,28 @@ def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "search.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
-def _killed_mid_creation(url: str) -> None:
+KILL_WHILE_WRITING = """
+import os, signal, sys
+def die(fd):  # the new database's bytes are written, not yet on disk nor named: a driver killed here
+    os.kill(os.getpid(), signal.SIGKILL)
+os.fsync = die
+from search.storage import open_storage
+open_storage(sys.argv[1])
+"""
+
+
+def _killed_mid_creation(url: str, script: str = KILL_MID_CREATION) -> None:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", KILL_MID_CREATION, url], env=env, capture_output=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script, url], env=env, capture_output=True, timeout=120)
     assert done.returncode == -signal.SIGKILL, done.stderr
 
 
-def test_a_driver_killed_while_creating_the_database_leaves_none(tmp_path):
+@pytest.mark.parametrize("script", [KILL_MID_CREATION, KILL_WHILE_WRITING], ids=["making the schema", "writing the file"])
+def test_a_driver_killed_while_creating_the_database_leaves_none(tmp_path, script):
+    """Nothing at all: no database, no temporary `.s.db.creating-PID` (the file is unnamed until it is whole)."""
     url = f"sqlite:///{tmp_path / 's.db'}"
-    _killed_mid_creation(url)
-    assert not (tmp_path / "s.db").exists()  # only its temporary file, which no command reads
+    _killed_mid_creation(url, script)
+    assert list(tmp_path.iterdir()) == []
     status = _cli("status", "--storage", url, cwd=tmp_path)
     assert status.returncode == 2 and "no database file" in status.stderr and "damaged" not in status.stderr
     _killed_mid_creation(url)
@@ -55,14 +66,43 @@ def test_a_driver_killed_while_creating_the_database_leaves_none(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if "creating" in p.name] == []
 
 
-def test_a_driver_killed_while_creating_a_postgresql_schema_leaves_no_damage(tmp_path, pg_url):
-    """PostgreSQL creates the tables in one transaction, then stamps them in others: killed between the two, the
-    schema is unfinished (no study in it), which reading commands say and the next run completes."""
-    _killed_mid_creation(pg_url)
+KILL_AT_THE_STAMP = """
+import os, signal, sys
+from alembic.runtime import migration
+def die(self, *args, **kwargs):  # the tables and version row are made, the Alembic stamp not yet: a driver killed here
+    os.kill(os.getpid(), signal.SIGKILL)
+migration.MigrationContext.stamp = die
+from search.storage import open_storage
+open_storage(sys.argv[1])
+"""
+
+
+def test_a_driver_killed_while_creating_a_postgresql_schema_leaves_nothing(tmp_path, pg_url):
+    """The schema is made in one transaction: killed before it commits, the database holds no table at all (Optuna
+    alone commits its tables first and stamps them after, so a kill between left a schema without its stamp)."""
+    _killed_mid_creation(pg_url, KILL_AT_THE_STAMP)
+    engine = sqlalchemy.create_engine(pg_url, poolclass=sqlalchemy.pool.NullPool)
+    assert sqlalchemy.inspect(engine).get_table_names() == []
+    engine.dispose()
     status = _cli("status", "--storage", pg_url, cwd=tmp_path)
-    assert status.returncode == 2 and "not complete" in status.stderr and "damaged" not in status.stderr, status.stderr
+    assert status.returncode == 2 and "holds no tables" in status.stderr and "damaged" not in status.stderr, status.stderr
     open_storage(pg_url).engine.dispose()
     assert _cli("status", "--storage", pg_url, cwd=tmp_path).returncode == 0
+
+
+def test_postgresql_schemas_created_at_once_by_many_drivers_are_one(pg_url):
+    """Eight processes open a new database at the same moment: the advisory lock lets one create the schema, the
+    others find it whole (no duplicate version row, one stamp)."""
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    script = "import sys; from search.storage import open_storage; open_storage(sys.argv[1]).engine.dispose()"
+    procs = [subprocess.Popen([sys.executable, "-c", script, pg_url], env=env, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors
+    engine = sqlalchemy.create_engine(pg_url, poolclass=sqlalchemy.pool.NullPool)
+    with engine.connect() as conn:
+        counts = [conn.execute(sqlalchemy.text(f"SELECT count(*) FROM {t}")).scalar() for t in ("version_info", "alembic_version")]
+    engine.dispose()
+    assert counts == [1, 1]
 
 
 def test_a_schema_left_half_made_by_an_older_driver_is_completed_not_damaged(tmp_path):
@@ -88,16 +128,12 @@ def test_a_half_made_schema_that_holds_a_study_is_still_damage(tmp_path):
         open_storage(f"sqlite:///{path}")
 
 
-def test_a_disk_that_fills_while_creating_leaves_no_file(tmp_path, monkeypatch):
-    """ENOSPC cannot be caused for real here (no small file system to fill): linking the made file into place raises it."""
-
-    def full(*_):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "link", full)
+def test_a_full_disk_while_creating_is_one_error_and_leaves_no_file(full_disk):
+    """A real full file system (a filled tmpfs): the write of the new file fails, and nothing is left of it."""
+    before = sorted(full_disk.iterdir())
     with pytest.raises(StorageError, match=r"cannot create .*No space left on device"):
-        open_storage(f"sqlite:///{tmp_path / 's.db'}")
-    assert list(tmp_path.iterdir()) == []
+        open_storage(f"sqlite:///{full_disk / 's.db'}")
+    assert sorted(full_disk.iterdir()) == before
 
 
 STOCK_CLIENT_PAUSED_MID_CREATION = """
