@@ -13,7 +13,7 @@ import optuna
 
 from search.analysis.summary import Summary
 from search.attrs import ATTR_CONFIG
-from search.errors import PrismSearchError
+from search.errors import ConfigError, PrismSearchError
 from search.storage import open_storage
 from search.storage.records import find_study
 
@@ -40,12 +40,13 @@ class Summarised(Protocol):
 
 def summaries(studies: Sequence[Summarised]) -> tuple[list[Summary], dict[str, str]]:
     """Each study's summary, and why each study that cannot be summarised cannot (by name; its stored config fails
-    validation): one bad study never hides the others."""
+    validation): one bad study never hides the others. A damaged database (StorageError) is every study's problem,
+    and is raised."""
     good, bad = [], {}
     for study in studies:
         try:
             good.append(study.summary())
-        except PrismSearchError as e:
+        except ConfigError as e:
             bad[study.name] = str(e)
     return good, bad
 

@@ -48,6 +48,7 @@ from search.attrs import (
 )
 from search.config import Flags, StudyConfig, parse_config
 from search.errors import ConfigError, PrismSearchError
+from search.urls import mask_in
 
 if TYPE_CHECKING:
     from prism import Schedule, TrainResult
@@ -124,7 +125,7 @@ def malformed(trial: FrozenTrial) -> str | None:
     for key, value in trial.user_attrs.items():
         kind = TRIAL_ATTR_KINDS.get(key) or next((k for p, k in PREFIX_KINDS.items() if key.startswith(p)), None)
         if kind is not None and not kind[1](value):
-            return f"its attr {key!r} is {type(value).__name__} {repr(value)[:40]}, not {kind[0]}"
+            return f"its attr {key!r} is {type(value).__name__} {mask_in(repr(value))[:40]}, not {kind[0]}"  # no password shown
     return None
 
 
