@@ -33,7 +33,9 @@ def test_every_sampled_ramp_schedule_is_valid_and_monotone():
 
 def test_params_for_inverts_decoding_for_every_member():
     family = RampFamily(CFG.n_layer, COUNTS)
-    for schedule in family.enumerate():
+    members = list(family.enumerate())
+    assert len(members) == math.comb(CFG.n_layer + len(COUNTS) - 1, len(COUNTS) - 1) == 84  # 6 layers, 4 counts
+    for schedule in members:
         params = family.params_for(schedule)
         assert family.decode(list(params.values())) == schedule
     assert not family.contains(Schedule.parse("8x1,1x5"))

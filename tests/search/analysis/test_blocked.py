@@ -45,6 +45,21 @@ def test_seed_effects_cancel_and_many_to_one_is_holm_corrected():
     assert family.gaps[-1].schedule == "worse"  # ranked by paired mean, best first
 
 
+def test_adjusted_p_values_are_the_holm_adjustment_of_statsmodels():
+    """Each gap's adjusted p is statsmodels' Holm step-down over the family's raw p-values, not the raw p itself: with
+    five schedules the smallest p is multiplied by five, and the planted gaps keep their order."""
+    from statsmodels.stats.multitest import multipletests
+
+    effects = {UNIFORM: 0.0, "a": -0.006, "b": -0.004, "c": 0.0, "d": 0.003, "e": 0.008}
+    family = many_to_one(_runs(effects, [0, 1, 2, 3], rng_seed=3), UNIFORM)
+    raw = [g.contrast.p for g in family.gaps]
+    reference = multipletests(raw, method="holm")[1]
+    assert [g.adjusted_p for g in family.gaps] == pytest.approx(list(reference), rel=1e-12)
+    smallest = min(range(len(raw)), key=raw.__getitem__)
+    assert family.gaps[smallest].adjusted_p == pytest.approx(min(1.0, 5 * raw[smallest]))
+    assert sum(a > p for a, p in zip(reference, raw)) >= 4  # the adjustment moves (almost) every p
+
+
 def test_one_seed_each_falls_back_to_paired_t_with_no_noise_measured():
     family = many_to_one({(UNIFORM, 0): 2.0, ("a", 0): 1.99, ("b", 0): 2.01}, UNIFORM)
     assert family.residual_df is None and family.sd_pair is None
