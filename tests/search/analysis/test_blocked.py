@@ -60,6 +60,15 @@ def test_adjusted_p_values_are_the_holm_adjustment_of_statsmodels():
     assert sum(a > p for a, p in zip(reference, raw)) >= 4  # the adjustment moves (almost) every p
 
 
+def test_two_residual_df_are_enough_for_the_blocked_model_and_one_is_not():
+    """One schedule on three seeds leaves 6 - 4 = 2 residual df: the blocked model; on two seeds 1 df: a paired t on
+    two pairs, which measures no noise."""
+    three = many_to_one(_runs({UNIFORM: 0.0, "a": 0.01}, [0, 1, 2]), UNIFORM)
+    assert three.residual_df == 2 and three.gap("a").contrast.df == 2 and three.gap("a").contrast.measured
+    two = many_to_one(_runs({UNIFORM: 0.0, "a": 0.01}, [0, 1]), UNIFORM)
+    assert two.residual_df is None and not two.gap("a").contrast.measured and two.method == "paired t per schedule, Holm over 0"
+
+
 def test_one_seed_each_falls_back_to_paired_t_with_no_noise_measured():
     family = many_to_one({(UNIFORM, 0): 2.0, ("a", 0): 1.99, ("b", 0): 2.01}, UNIFORM)
     assert family.residual_df is None and family.sd_pair is None
