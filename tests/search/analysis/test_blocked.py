@@ -31,6 +31,7 @@ def test_contrasts_and_errors_are_the_blocked_ols_of_statsmodels():
         assert gap.contrast.se == pytest.approx(fit.bse[term], rel=1e-9)
         assert gap.contrast.p == pytest.approx(fit.pvalues[term], rel=1e-6)
     assert family.gap("c").seeds == (0, 1, 2)
+    assert family.sd_pair == pytest.approx(np.sqrt(2 * fit.mse_resid), rel=1e-9)  # a difference of two residuals
 
 
 def test_seed_effects_cancel_and_many_to_one_is_holm_corrected():
