@@ -4,7 +4,18 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from search.analysis.stats import Contrast, PairedGap, holm, p_text, paired_contrast, paired_gap, pairs_needed, tokens_text
+from search.analysis.stats import (
+    ALPHA,
+    Contrast,
+    PairedGap,
+    holm,
+    p_text,
+    paired_contrast,
+    paired_gap,
+    pairs_needed,
+    t_quantile,
+    tokens_text,
+)
 
 
 def test_paired_gap_is_a_t_interval_on_n_minus_1_df():
@@ -138,3 +149,24 @@ def test_p_text_and_tokens_text_at_their_boundaries():
     assert p_text(None) == "n/a" and p_text(0.001) == "0.001" and p_text(0.000999) == "<0.001" and p_text(0.0456) == "0.046"
     assert tokens_text(1e9) == "1G" and tokens_text(1e6) == "1M" and tokens_text(1000) == "1k" and tokens_text(999) == "999"
     assert tokens_text(-2500) == "-2.5k"
+
+
+def test_pairs_needed_is_the_fewest_pairs_statsmodels_power_analysis_allows():
+    """Just above the effect n pairs detect, n pairs suffice; just below it, n + 1 are needed. The search stops at its
+    cap: 1000 pairs by default."""
+    from statsmodels.stats.power import TTestPower
+
+    sd = 0.01
+    for n in (3, 4, 5, 8):
+        effect = TTestPower().solve_power(nobs=n, alpha=0.05, power=0.8, alternative="two-sided") * sd
+        assert pairs_needed(sd, effect * 1.0001) == n and pairs_needed(sd, effect * 0.9999) == n + 1
+    beyond_cap = Contrast(1001, 0.0, sd / 1001**0.5, 1000).detectable()
+    assert pairs_needed(sd, beyond_cap) is None and pairs_needed(sd, beyond_cap, cap=1001) == 1001
+
+
+def test_an_interval_that_ends_at_zero_or_an_adjusted_p_at_alpha_is_inside_the_noise():
+    se = 0.004
+    half = t_quantile(0.975, 3) * se
+    assert PairedGap.of(Contrast(4, -half, se, 3)).high == 0.0 and PairedGap.of(Contrast(4, -half, se, 3)).verdict == "inside the noise"
+    assert PairedGap.of(Contrast(4, half, se, 3)).low == 0.0 and PairedGap.of(Contrast(4, half, se, 3)).verdict == "inside the noise"
+    assert PairedGap.of(Contrast(4, -0.02, se, 3), adjusted_p=ALPHA).verdict == "inside the noise"
