@@ -195,3 +195,8 @@ def test_a_family_sorts_its_counts_and_refuses_none():
     assert make_family("free", 3, [1, 2]).size() == 8 and isinstance(make_family("ramp", 3, [1, 2]), RampFamily)
     with pytest.raises(ValueError, match="use one of ramp, ramp\\+late, free, uniform"):
         make_family("zigzag", 4, [1, 2])
+
+
+def test_a_one_layer_uniform_family_inverts_its_members():
+    family = UniformFamily(1, [1, 2])
+    assert [family.params_for(s) for s in family.enumerate()] == [{"heads": 1}, {"heads": 2}]
