@@ -209,3 +209,8 @@ def test_the_better_verdict_names_the_best_winner_by_mean_with_its_fresh_family_
     assert v.kind == "better" and v.schedule == "best" and v.adjusted_p == fresh.adjusted_p and v.method == d.fresh.method
     assert v.seeds == tuple(range(6)) and d.fresh.gap("good").seeds == (1, 2, 3, 4, 5)
     assert [w[0] for w in v.worse] == ["bad"] and v.worse[0][1:] == (d.family.gap("bad").contrast.mean, d.family.gap("bad").adjusted_p)
+
+
+def test_a_verdict_without_an_interval_shows_no_number_for_it():
+    for kind in ("better", "worse"):
+        assert "[+nan, +nan]" in Verdict(kind, 0.01, "a", -0.01, None, 0.01, seeds=(1, 2)).text()
