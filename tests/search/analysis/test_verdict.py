@@ -214,3 +214,19 @@ def test_the_better_verdict_names_the_best_winner_by_mean_with_its_fresh_family_
 def test_a_verdict_without_an_interval_shows_no_number_for_it():
     for kind in ("better", "worse"):
         assert "[+nan, +nan]" in Verdict(kind, 0.01, "a", -0.01, None, 0.01, seeds=(1, 2)).text()
+
+
+def test_the_undecided_reason_counts_seeds_in_the_singular_and_plural():
+    two = decide({(UNIFORM, 0): 2.0, (UNIFORM, 1): 2.1, ("a", 0): 1.99, ("a", 1): 2.08}, UNIFORM, {}, margin=0.01).verdict
+    assert "a -0.0150 on 2 seeds, noise not measured;" in two.reason
+    runs = _runs({UNIFORM: 0.0, "a": 0.0}, range(4), noise=0.012)
+    runs[("b", 0)] = runs[(UNIFORM, 0)] - 0.006  # b: one seed, its noise the pooled one
+    one = decide(runs, UNIFORM, {}, margin=0.01).verdict
+    assert one.schedule == "b" and one.interval is not None and " on 1 seed;" in one.reason
+
+
+def test_three_worse_schedules_are_all_named_without_worst():
+    three = Verdict("undecided", 0.01, reason="r", worse=tuple((f"s{k}", 0.01 * k, 0.01) for k in range(1, 4)))
+    assert three.text().endswith(
+        "; 3 worse than uniform beyond noise: s3 +0.0300 (adjusted p=0.01), s2 +0.0200 (adjusted p=0.01), s1 +0.0100 (adjusted p=0.01)"
+    )
