@@ -34,3 +34,14 @@ def test_is_stored_only_for_a_study_prism_search_created(storage_url, tmp_path):
     assert is_stored("ours", storage_url)
     assert not is_stored("foreign", storage_url) and not is_stored("gone", storage_url)
     assert not is_stored("ours", f"sqlite:///{tmp_path / 'missing.db'}")  # no storage to read: not stored, no error
+
+
+def test_reading_a_storage_that_is_not_there_creates_nothing(tmp_path):
+    """The reading commands open with create=False: a mistyped path is refused, never made into a new database."""
+    missing = tmp_path / "typo.db"
+    url = f"sqlite:///{missing}"
+    with pytest.raises(PrismSearchError):
+        stored_study("ours", url)
+    with pytest.raises(PrismSearchError):
+        stored_studies(url)
+    assert not is_stored("ours", url) and not missing.exists()
