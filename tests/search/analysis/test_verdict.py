@@ -96,11 +96,13 @@ def test_each_kind_of_verdict_reads_word_for_word():
     tost = (("a", 0.002), ("b", 0.0004))
     equivalent = Verdict("equivalent", 0.01, "a", 0.001, (-0.002, 0.004), 0.01, 0.005, method="m", equivalence=tost)
     assert equivalent.text() == (
-        "equivalent: none of the schedules compared beats uniform by 0.01 or more (m); TOST at ±0.01: a p=0.002, b p=<0.001"
+        "equivalent: every schedule compared is within ±0.01 of uniform (two-sided TOST, largest p=0.01; m); closest by mean: "
+        "a p=0.002, b p=<0.001; resolution 0.0050 (80% power)"
     )
     with_reason = Verdict("equivalent", 0.005, method="m", equivalence=(("a", 0.02),), reason="seeds differ")
     assert with_reason.text() == (
-        "equivalent: none of the schedules compared beats uniform by 0.005 or more (m); TOST at ±0.005: a p=0.02; seeds differ"
+        "equivalent: every schedule compared is within ±0.005 of uniform (two-sided TOST, largest p=n/a; m); closest by mean: a p=0.02; "
+        "seeds differ"
     )
     command = "prism-search confirm s --top 2 --seeds 12"
     undecided = Verdict("undecided", 0.01, "a", resolution=0.0153, seeds_needed=12, command=command, reason="why")
@@ -141,6 +143,7 @@ def test_to_dict_holds_every_field_and_the_text():
         "worse": [{"schedule": "w", "effect": 0.03, "adjusted_p": 0.001}],
         "seeds_needed": 9,
         "command": "c",
+        "top": None,
         "text": v.text(),
     }
     assert Verdict("undecided", 0.01).to_dict()["interval"] is None
@@ -192,14 +195,14 @@ def test_one_open_schedule_is_named_in_the_singular():
     assert v.command == f"prism-search confirm STUDY --top 1 --seeds {v.seeds_needed}"
 
 
-def test_equivalence_reports_the_largest_one_sided_p_and_the_top_three_tost():
+def test_equivalence_reports_the_largest_tost_p_and_the_top_three_tost():
     effects = {UNIFORM: 0.0, "a": 0.0, "b": 0.001, "c": -0.001, "d": 0.0005}
     d = decide(_runs(effects, range(8), noise=0.002), UNIFORM, {}, margin=0.01)
     v = d.verdict
-    assert v.kind == "equivalent" and v.adjusted_p == max(g.contrast.p_not_better_by(0.01) for g in d.family.gaps)
+    assert v.kind == "equivalent" and v.adjusted_p == max(g.contrast.tost(0.01) for g in d.family.gaps)
     assert v.equivalence == tuple((g.schedule, g.contrast.tost(0.01)) for g in d.family.gaps[:3])
     assert v.schedule == d.family.gaps[0].schedule and v.command is None and v.seeds_needed is None
-    assert "resolution" not in v.text() and v.resolution == d.family.gaps[0].contrast.detectable()
+    assert v.resolution == d.family.gaps[0].contrast.detectable()
 
 
 def test_the_better_verdict_names_the_best_winner_by_mean_with_its_fresh_family_p():
@@ -220,7 +223,7 @@ def test_the_undecided_reason_counts_seeds_in_the_singular_and_plural():
     two = decide({(UNIFORM, 0): 2.0, (UNIFORM, 1): 2.1, ("a", 0): 1.99, ("a", 1): 2.08}, UNIFORM, {}, margin=0.01).verdict
     assert "a -0.0150 on 2 seeds, noise not measured;" in two.reason
     runs = _runs({UNIFORM: 0.0, "a": 0.0}, range(4), noise=0.012)
-    runs[("b", 0)] = runs[(UNIFORM, 0)] - 0.006  # b: one seed, its noise the pooled one
+    runs[("b", 0)] = runs[(UNIFORM, 0)] - 0.015  # b: one seed, its noise the pooled one
     one = decide(runs, UNIFORM, {}, margin=0.01).verdict
     assert one.schedule == "b" and one.interval is not None and " on 1 seed;" in one.reason
 
