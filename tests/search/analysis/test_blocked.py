@@ -31,6 +31,7 @@ def test_contrasts_and_errors_are_the_blocked_ols_of_statsmodels():
         assert gap.contrast.se == pytest.approx(fit.bse[term], rel=1e-9)
         assert gap.contrast.p == pytest.approx(fit.pvalues[term], rel=1e-6)
     assert family.gap("c").seeds == (0, 1, 2)
+    assert family.sd_pair == pytest.approx(np.sqrt(2 * fit.mse_resid), rel=1e-9)  # a difference of two residuals
 
 
 def test_seed_effects_cancel_and_many_to_one_is_holm_corrected():
@@ -43,6 +44,31 @@ def test_seed_effects_cancel_and_many_to_one_is_holm_corrected():
     assert worse.contrast.mean == pytest.approx(0.03, abs=0.01) and worse.adjusted_p < 0.05
     assert all(g.adjusted_p >= 0.05 for g in family.gaps if g.schedule.startswith("null"))
     assert family.gaps[-1].schedule == "worse"  # ranked by paired mean, best first
+
+
+def test_adjusted_p_values_are_the_holm_adjustment_of_statsmodels():
+    """Each gap's adjusted p is statsmodels' Holm step-down over the family's raw p-values, not the raw p itself: with
+    five schedules the smallest p is multiplied by five, and the planted gaps keep their order."""
+    from statsmodels.stats.multitest import multipletests
+
+    effects = {UNIFORM: 0.0, "a": -0.006, "b": -0.004, "c": 0.0, "d": 0.003, "e": 0.008}
+    family = many_to_one(_runs(effects, [0, 1, 2, 3], rng_seed=3), UNIFORM)
+    raw = [g.contrast.p for g in family.gaps]
+    reference = multipletests(raw, method="holm")[1]
+    assert [g.adjusted_p for g in family.gaps] == pytest.approx(list(reference), rel=1e-12)
+    smallest = min(range(len(raw)), key=raw.__getitem__)
+    assert family.gaps[smallest].adjusted_p == pytest.approx(min(1.0, 5 * raw[smallest]))
+    assert sum(a > p for a, p in zip(reference, raw)) >= 4  # the adjustment moves (almost) every p
+
+
+def test_two_residual_df_are_enough_for_the_blocked_model_and_one_is_not():
+    """One schedule on three seeds leaves 6 - 4 = 2 residual df: the blocked model; on two seeds 1 df: a paired t on
+    two pairs, which measures no noise."""
+    three = many_to_one(_runs({UNIFORM: 0.0, "a": 0.01}, [0, 1, 2]), UNIFORM)
+    assert three.residual_df == 2 and three.gap("a").contrast.df == 2 and three.gap("a").contrast.measured
+    two = many_to_one(_runs({UNIFORM: 0.0, "a": 0.01}, [0, 1]), UNIFORM)
+    assert two.residual_df is None and not two.gap("a").contrast.measured
+    assert two.method == "paired t per schedule; none has two paired seeds yet, so none is tested"
 
 
 def test_one_seed_each_falls_back_to_paired_t_with_no_noise_measured():

@@ -6,8 +6,9 @@ import numpy as np
 import optuna
 import pytest
 
+from search.analysis.stats import pairs_needed
 from search.analysis.summary import summarize
-from search.analysis.verdict import decide
+from search.analysis.verdict import Verdict, decide
 
 UNIFORM = "2x6"
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -82,3 +83,153 @@ def test_the_verdict_of_each_benchmark_study_is_pinned(name):
     s = summarize(optuna.load_study(study_name=name, storage=storage))
     assert (s.verdict.kind, s.verdict.schedule) == BENCH[name]
     assert s.verdict.margin == 0.01 and s.verdict.resolution is not None
+
+
+def test_each_kind_of_verdict_reads_word_for_word():
+    better = Verdict("better", 0.01, "a", -0.0123, (-0.02, -0.0046), 0.0031, 0.0062, (1, 2, 3), "blocked model")
+    assert better.text() == (
+        "better: a beats uniform by -0.0123 [-0.0200, -0.0046] on 3 seeds it was not selected on (adjusted p=0.0031; "
+        "blocked model); resolution 0.0062 (80% power)"
+    )
+    worse = Verdict("worse", 0.01, "b", 0.0123, (0.0046, 0.02), 0.0031, None, (1, 2), "paired t")
+    assert worse.text() == "worse: b loses to uniform by +0.0123 [+0.0046, +0.0200] on 2 seeds (p=0.0031; paired t)"
+    tost = (("a", 0.002), ("b", 0.0004))
+    equivalent = Verdict("equivalent", 0.01, "a", 0.001, (-0.002, 0.004), 0.01, 0.005, method="m", equivalence=tost)
+    assert equivalent.text() == (
+        "equivalent: every schedule compared is within ±0.01 of uniform (two-sided TOST, largest p=0.01; m); closest by mean: "
+        "a p=0.002, b p=<0.001; resolution 0.0050 (80% power)"
+    )
+    with_reason = Verdict("equivalent", 0.005, method="m", equivalence=(("a", 0.02),), reason="seeds differ")
+    assert with_reason.text() == (
+        "equivalent: every schedule compared is within ±0.005 of uniform (two-sided TOST, largest p=n/a; m); closest by mean: a p=0.02; "
+        "seeds differ"
+    )
+    command = "prism-search confirm s --top 2 --seeds 12"
+    undecided = Verdict("undecided", 0.01, "a", resolution=0.0153, seeds_needed=12, command=command, reason="why")
+    assert undecided.text() == (
+        "undecided at margin 0.01: why; resolution 0.0153 (80% power); about 12 paired seeds per schedule resolve the margin: "
+        "run `prism-search confirm s --top 2 --seeds 12`"
+    )
+
+
+def test_the_worse_schedules_are_named_worst_first_three_at_most():
+    few = Verdict("undecided", 0.01, reason="r", worse=(("x", 0.02, 0.01), ("y", 0.03, 0.0004)))
+    assert few.text() == (
+        "undecided at margin 0.01: r; 2 worse than uniform beyond noise: y +0.0300 (adjusted p=<0.001), x +0.0200 (adjusted p=0.01)"
+    )
+    many = Verdict("undecided", 0.01, reason="r", worse=tuple((f"s{k}", 0.01 * k, 0.01) for k in range(1, 6)))
+    assert many.text().endswith(
+        "; 5 worse than uniform beyond noise; worst: s5 +0.0500 (adjusted p=0.01), s4 +0.0400 (adjusted p=0.01), "
+        "s3 +0.0300 (adjusted p=0.01)"
+    )
+
+
+def test_to_dict_holds_every_field_and_the_text():
+    v = Verdict(
+        "undecided", 0.01, "a", -0.004, (-0.01, 0.002), 0.3, 0.008, (4, 5), "m",
+        equivalence=(("a", 0.2),), worse=(("w", 0.03, 0.001),), seeds_needed=9, command="c", reason="r",
+    )  # fmt: skip
+    assert v.to_dict() == {
+        "kind": "undecided",
+        "schedule": "a",
+        "effect": -0.004,
+        "interval": [-0.01, 0.002],
+        "adjusted_p": 0.3,
+        "margin": 0.01,
+        "resolution": 0.008,
+        "seeds": [4, 5],
+        "method": "m",
+        "equivalence": [{"schedule": "a", "tost_p": 0.2}],
+        "worse": [{"schedule": "w", "effect": 0.03, "adjusted_p": 0.001}],
+        "seeds_needed": 9,
+        "command": "c",
+        "top": None,
+        "text": v.text(),
+    }
+    assert Verdict("undecided", 0.01).to_dict()["interval"] is None
+
+
+def test_an_undecided_verdict_is_about_the_best_by_mean_on_its_fresh_seeds():
+    """Every field read from the two families: the best by paired mean, its interval, resolution and adjusted p,
+    the seeds it was not selected on, and the seeds the margin needs at the pooled paired sd."""
+    runs = _runs({UNIFORM: 0.0, "a": -0.003, "b": 0.002}, range(4), noise=0.006, rng_seed=2)
+    d = decide(runs, UNIFORM, {"a": {0}}, margin=0.01, confirm_command="prism-search confirm toy")
+    v, best = d.verdict, d.family.gaps[0]
+    c = best.contrast
+    assert v.kind == "undecided" and v.schedule == best.schedule == "a" and v.seeds == (1, 2, 3) == d.fresh.gap("a").seeds
+    assert (v.effect, v.interval, v.adjusted_p) == (c.mean, c.interval(), best.adjusted_p)
+    assert (v.resolution, v.method) == (c.detectable(), d.family.method)
+    lo, hi = c.interval()
+    needed = pairs_needed(d.family.sd_pair, 0.01)
+    assert v.reason == (
+        f"best other schedule by mean a {c.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] on 4 seeds; 2 schedules may still beat uniform by 0.01 or more"
+    )
+    assert needed is not None and v.seeds_needed == needed and v.command == f"prism-search confirm toy --top 2 --seeds {needed}"
+
+
+def test_undecided_without_noise_asks_for_three_seeds_of_the_open_schedules():
+    v = decide({(UNIFORM, 0): 2.0, ("a", 0): 1.99, ("b", 0): 2.02}, UNIFORM, {}, margin=0.01).verdict
+    assert v.reason == (
+        "best other schedule by mean a -0.0100 on 1 seed, noise not measured; 2 schedules may still beat uniform by 0.01 or more"
+    )
+    assert (v.seeds_needed, v.command, v.interval, v.resolution) == (3, "prism-search confirm STUDY --top 2 --seeds 3", None, None)
+    assert v.seeds == (0,) and v.adjusted_p is None
+
+
+def test_a_margin_below_what_seeds_resolve_is_said_and_at_most_five_schedules_are_named():
+    effects = {UNIFORM: 0.0} | {f"s{k}": 0.0 for k in range(7)}
+    d = decide(_runs(effects, range(3), noise=0.004), UNIFORM, {}, margin=1e-6)
+    v = d.verdict
+    below = f"(the margin is below what seeds resolve at paired sd {d.family.sd_pair:.4f})"
+    assert v.reason.endswith(f"; 7 schedules may still beat uniform by 1e-06 or more {below}")
+    assert v.command == "prism-search confirm STUDY --top 5 --seeds 3" and v.seeds_needed == 3
+
+
+def test_one_open_schedule_is_named_in_the_singular():
+    """`far` is shown not to beat uniform by the margin; only `a` stays open, so the command confirms one schedule."""
+    runs = _runs({UNIFORM: 0.0, "a": -0.003, "far": 0.03}, range(3), noise=0.008)
+    d = decide(runs, UNIFORM, {}, margin=0.01)
+    v = d.verdict
+    assert d.family.gap("far").contrast.p_not_better_by(0.01) < 0.05 <= d.family.gap("a").contrast.p_not_better_by(0.01)
+    assert v.kind == "undecided" and v.reason.endswith("on 3 seeds; 1 schedule may still beat uniform by 0.01 or more")
+    assert v.command == f"prism-search confirm STUDY --top 1 --seeds {v.seeds_needed}"
+
+
+def test_equivalence_reports_the_largest_tost_p_and_the_top_three_tost():
+    effects = {UNIFORM: 0.0, "a": 0.0, "b": 0.001, "c": -0.001, "d": 0.0005}
+    d = decide(_runs(effects, range(8), noise=0.002), UNIFORM, {}, margin=0.01)
+    v = d.verdict
+    assert v.kind == "equivalent" and v.adjusted_p == max(g.contrast.tost(0.01) for g in d.family.gaps)
+    assert v.equivalence == tuple((g.schedule, g.contrast.tost(0.01)) for g in d.family.gaps[:3])
+    assert v.schedule == d.family.gaps[0].schedule and v.command is None and v.seeds_needed is None
+    assert v.resolution == d.family.gaps[0].contrast.detectable()
+
+
+def test_the_better_verdict_names_the_best_winner_by_mean_with_its_fresh_family_p():
+    runs = _runs({UNIFORM: 0.0, "good": -0.015, "best": -0.03, "bad": 0.03}, range(6), noise=0.003)
+    d = decide(runs, UNIFORM, {"good": {0}}, margin=0.01)
+    v, fresh = d.verdict, d.fresh.gap("best")
+    assert v.kind == "better" and v.schedule == "best" and v.adjusted_p == fresh.adjusted_p and v.method == d.fresh.method
+    assert v.seeds == tuple(range(6)) and d.fresh.gap("good").seeds == (1, 2, 3, 4, 5)
+    assert [w[0] for w in v.worse] == ["bad"] and v.worse[0][1:] == (d.family.gap("bad").contrast.mean, d.family.gap("bad").adjusted_p)
+
+
+def test_a_verdict_without_an_interval_shows_no_number_for_it():
+    for kind in ("better", "worse"):
+        assert "[+nan, +nan]" in Verdict(kind, 0.01, "a", -0.01, None, 0.01, seeds=(1, 2)).text()
+
+
+def test_the_undecided_reason_counts_seeds_in_the_singular_and_plural():
+    two = decide({(UNIFORM, 0): 2.0, (UNIFORM, 1): 2.1, ("a", 0): 1.99, ("a", 1): 2.08}, UNIFORM, {}, margin=0.01).verdict
+    assert "a -0.0150 on 2 seeds, noise not measured;" in two.reason
+    runs = _runs({UNIFORM: 0.0, "a": 0.0}, range(4), noise=0.012)
+    runs[("b", 0)] = runs[(UNIFORM, 0)] - 0.015  # b: one seed, its noise the pooled one
+    one = decide(runs, UNIFORM, {}, margin=0.01).verdict
+    assert one.schedule == "b" and one.interval is not None and " on 1 seed;" in one.reason
+
+
+def test_three_worse_schedules_are_all_named_without_worst():
+    three = Verdict("undecided", 0.01, reason="r", worse=tuple((f"s{k}", 0.01 * k, 0.01) for k in range(1, 4)))
+    assert three.text().endswith(
+        "; 3 worse than uniform beyond noise: s3 +0.0300 (adjusted p=0.01), s2 +0.0200 (adjusted p=0.01), s1 +0.0100 (adjusted p=0.01)"
+    )
