@@ -8,7 +8,6 @@ inside the commands that need it, so `--help` and `status` load no more than the
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from search import jsonout
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
 from search.config import DEFAULT_STORAGE, MAX_SEEDS, load_config, resume_command
 from search.errors import OutputError, PrismSearchError
@@ -214,15 +214,16 @@ def resume(
 def status(
     name: str | None = typer.Argument(None, help="study name (default: every study in the storage)"),
     storage: str | None = StorageOpt,
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output: a named study's object, else a list of every study's"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
     from search.study import Study
 
     url = storage or DEFAULT_STORAGE
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
-    if as_json:
-        print(json.dumps([s.summary().to_dict() for s in studies], indent=2))
+    if as_json:  # a named study: its one object; else a list of every study's
+        summaries = [s.summary().to_dict() for s in studies]
+        print(jsonout.dumps(summaries[0] if name else summaries, indent=2))
         return
     if not studies:
         console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
@@ -436,7 +437,7 @@ def train(
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
     if as_json:
-        print(json.dumps(run.result.to_dict(), indent=2))
+        print(jsonout.dumps(run.result.to_dict(), indent=2))
     else:
         r = run.result
         table = Table(title=f"train {r.schedule}", show_header=False)
