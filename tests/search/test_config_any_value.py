@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import sys
 import tomllib
 import types
 from typing import Any, Union, get_args, get_origin
@@ -16,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from search.cli import main
 from search.config import ConfigError, StudyConfig, parse_config
+from tests.search.test_cli_errors import run_cli
 
 
 def _section_model(annotation: Any) -> type[BaseModel] | None:
@@ -84,15 +83,6 @@ def _document(path: tuple[str, ...], value: Any) -> str:
     return f'name = "x"\n[{".".join(sections)}]\n{line}\n'
 
 
-def _cli(monkeypatch, capsys, tmp_path, *args: str) -> tuple[int, str, str]:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["prism-search", *args])
-    with pytest.raises(SystemExit) as done:
-        main()
-    out = capsys.readouterr()
-    return done.value.code, out.out, out.err
-
-
 def test_the_walk_reaches_every_section_and_setting():
     dotted = {".".join(p) for p in PATHS}
     assert {"name", "seed", "model", "model.n_layer", "search.racing", "space.late_zone", "experiment.looks", "tracking.wandb"} <= dotted
@@ -106,7 +96,7 @@ def test_the_walk_reaches_every_section_and_setting():
 )
 def test_a_list_or_table_where_a_number_is_declared_is_one_line(path, value, tmp_path, monkeypatch, capsys):
     (tmp_path / "bad.toml").write_text(_document(path, value))
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, "run", "bad.toml")
+    code, out, err = run_cli(monkeypatch, capsys, tmp_path, "run", "bad.toml")
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith("error: bad.toml") and f" {'.'.join(path)}: " in err and "(fix: " in err, err
 
@@ -153,6 +143,6 @@ NEVER_VALID = st.dictionaries(st.just("a"), TOML_VALUES, min_size=1) | st.lists(
 def test_the_cli_answers_an_invalid_value_in_any_field_with_exit_2_and_one_line(path, value, tmp_path, monkeypatch, capsys):
     """`prism-search run bad.toml` refuses it before anything is stored or trained."""
     (tmp_path / "bad.toml").write_text(_document(path, value))
-    code, out, err = _cli(monkeypatch, capsys, tmp_path, "run", "bad.toml")
+    code, out, err = run_cli(monkeypatch, capsys, tmp_path, "run", "bad.toml")
     assert code == 2 and out == "" and err.startswith("error: bad.toml") and err.count("\n") == 1, (code, out, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
