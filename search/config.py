@@ -613,6 +613,10 @@ def parse_config(data: dict, source: str = "config", stored: bool = False, flags
 def read_toml(path: str | Path) -> dict:
     """A study TOML file's tables, not validated yet, or a one-line ConfigError."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(
+            f"study config {str(path)!r} is a folder (fix: pass the path of a .toml file in it, such as studies/quickstart.toml)"
+        )
     if not path.is_file():
         raise ConfigError(f"study config {str(path)!r} not found; pass the path of a .toml file such as studies/quickstart.toml")
     try:
@@ -627,6 +631,30 @@ def load_config(path: str | Path, flags: Flags | None = None) -> StudyConfig:
     """The one config loader: TOML file (and the command line's `flags`) -> validated StudyConfig, or a one-line
     ConfigError."""
     return parse_config(read_toml(path), str(path), flags=flags)
+
+
+def check_in_effect(config: StudyConfig, source: str) -> None:
+    """Refuse a setting of a new study that could never act, which it would otherwise run with for hours. Checked
+    where a study is made from a config only: `train --steps` may shorten its one run below the pruner's first rung
+    (one run prunes nothing), and a stored study opens as it was made."""
+    search, train = config.search, config.train
+    evals = train.steps // train.eval_every
+    if search.pruner != "none" and search.min_resource_evals != "auto" and search.min_resource_evals > evals:
+        raise ConfigError(
+            f"{source}: search.min_resource_evals={search.min_resource_evals}: a run has only {evals} evaluations (train.steps "
+            f"{train.steps} / train.eval_every {train.eval_every}), so the pruner would never act (fix: at most {evals}, "
+            '"auto", or pruner = "none")'
+        )
+    if search.min_throughput_ratio is not None and search.min_throughput_ratio > 1:
+        raise ConfigError(
+            f"{source}: search.min_throughput_ratio={search.min_throughput_ratio:g} would make uniform itself (ratio 1) "
+            "infeasible, and every gap is paired with uniform's run (fix: at most 1, e.g. 0.98: keep most of uniform's tokens/s)"
+        )
+    if config.experiment is not None and search.pruner != "none":
+        raise ConfigError(
+            f"{source}: search.pruner={search.pruner!r}: an experiment's pairs train to the end, a pruned run is no pair "
+            '(fix: pruner = "none")'
+        )
 
 
 def resume_command(config: StudyConfig) -> str:

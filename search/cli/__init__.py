@@ -34,7 +34,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-l
 console = Console(markup=False)
 err = Console(stderr=True, markup=False)
 
-StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
+
+def _storage_given(url: str | None) -> str | None:
+    """`--storage ""` (an unset shell variable) would read or write the default database unnoticed."""
+    if url is not None and not url.strip():
+        raise typer.BadParameter(f"--storage is empty; name a database URL such as {DEFAULT_STORAGE}, or leave the option out")
+    return url
+
+
+StorageOpt = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
 NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total trained trials the study should reach (served duplicates do not count)")
 TrackOpt = typer.Option(
@@ -100,6 +108,13 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
     if s.verdict_one_kind is not None:
         pairs = f"{len(s.crossed_pairs)} pair{'s' if len(s.crossed_pairs) > 1 else ''} ({', '.join(s.crossed_pairs)})"
         table.add_row("across hardware", Text(f"{pairs} ran on two kinds of hardware; without them: {s.verdict_one_kind.text()}"))
+    if s.not_finite:
+        table.add_row("left out (not finite)", Text("; ".join(s.not_finite) + ": failed runs for the statistics, in no mean or gap"))
+    if s.driver_gone:
+        table.add_row("driver gone", Text(s.driver_gone))
+    if s.unsaved:
+        more = f"; and {len(s.unsaved) - TOP_GAPS} more (`status --json`)" if len(s.unsaved) > TOP_GAPS else ""
+        table.add_row("models not saved", Text("; ".join(s.unsaved[:TOP_GAPS]) + more + " (their results are stored)"))
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:
@@ -269,7 +284,7 @@ def plan(
 
     f = forecast_study(study_file, storage=storage, noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
     if as_json:
-        print(json.dumps(f.to_dict(), indent=2))
+        print(jsonout.dumps(f.to_dict(), indent=2))
         return
     _print_forecast(f)
 
@@ -475,7 +490,7 @@ def analyze(
 
 @app.command()
 def dashboard(
-    storage: str | None = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
     host: str = typer.Option(
         "127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"
     ),
@@ -494,7 +509,7 @@ def dashboard(
 def report(
     name: str = typer.Argument(..., help="study name"),
     output: str = typer.Option("report.html", "-o", "--output", help="HTML file to write"),
-    storage: str | None = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report

@@ -131,7 +131,7 @@ _EXPERIMENT = {
     "name": "x",
     "n_trials": 40,
     "model": {"dh_min": 32, "dh_max": 128},
-    "search": {"baseline_seeds": 1},
+    "search": {"baseline_seeds": 1, "pruner": "none"},
     "experiment": {"schedule": "2x3,4x3"},
 }
 
