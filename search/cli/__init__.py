@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from search import jsonout
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
 from search.config import DEFAULT_STORAGE, MAX_SEEDS, load_config, resume_command
 from search.errors import OutputError, PrismSearchError
+from search.jsonout import dumps as json_text
 from search.signals import sigterm_as_ctrl_c
 from search.urls import mask_url
 
@@ -238,7 +238,7 @@ def status(
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
     if as_json:  # a named study: its one object; else a list of every study's
         summaries = [s.summary().to_dict() for s in studies]
-        print(jsonout.dumps(summaries[0] if name else summaries, indent=2))
+        print(json_text(summaries[0] if name else summaries, indent=2))
         return
     if not studies:
         console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
@@ -284,7 +284,7 @@ def plan(
 
     f = forecast_study(study_file, storage=storage, noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
     if as_json:
-        print(jsonout.dumps(f.to_dict(), indent=2))
+        print(json_text(f.to_dict(), indent=2))
         return
     _print_forecast(f)
 
@@ -452,7 +452,7 @@ def train(
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
     if as_json:
-        print(jsonout.dumps(run.result.to_dict(), indent=2))
+        print(json_text(run.result.to_dict(), indent=2))
     else:
         r = run.result
         table = Table(title=f"train {r.schedule}", show_header=False)
