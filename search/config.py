@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, get_args, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -43,38 +43,11 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a single path component, 
 
 
 class _Section(BaseModel):
-    """inf/nan would validate against every bound and then break training or the stored study's JSON: refused."""
+    """Strict: pydantic's lax mode reads `true` as 1, "5" as 5, 3.0 as 3 and "yes" as true, each a mistake in a TOML
+    file (and 1e23 in an integer field a typo), so a field takes only a value of its own kind; a float field takes an
+    integer too. inf/nan would validate against every bound and then break training or the stored study's JSON."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _numbers_are_numbers(cls, v: Any, info: ValidationInfo) -> Any:
-        """pydantic's lax mode reads `true` as 1, "5" as 5 and 3.0 as 3 wherever a number is declared; each is a
-        mistake in a TOML file (and 1e23 in an integer field a typo), so a number field takes only a number of its kind."""
-        if info.field_name is None:
-            return v
-        annotation = cls.model_fields[info.field_name].annotation
-        kinds = _declared_numbers(annotation)
-        words = {w for a in get_args(annotation) if get_origin(a) is Literal for w in get_args(a)}  # e.g. "auto"
-        for x in v if isinstance(v, (list, tuple)) else [v]:
-            if not kinds or x is None or x in words:
-                continue
-            if isinstance(x, bool):
-                raise ValueError(f"{json.dumps(x)} is a boolean where a number is expected (fix: write a number, e.g. 1 rather than true)")
-            if isinstance(x, str):
-                named = "".join(f"{json.dumps(w)} or " for w in sorted(words))
-                raise ValueError(f"{json.dumps(x)} is a string where {named}a number is expected (fix: write a number without quotes)")
-            if float not in kinds and isinstance(x, float):
-                raise ValueError(f"{x!r} is not an integer (fix: write a whole number without a decimal point or exponent)")
-        return v
-
-
-def _declared_numbers(annotation: Any) -> set[type]:
-    """int and/or float where the field declares a number (optional or in a tuple); empty where it also allows a
-    boolean, which keeps it."""
-    args = [get_args(a)[0] if get_origin(a) is Annotated else a for a in get_args(annotation) or (annotation,)]
-    return set() if bool in args else {a for a in args if a in (int, float)}
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 def _section_of(cls: type, descriptions: Mapping[str, str], exclude: tuple[str, ...] = ()) -> Any:
@@ -131,7 +104,9 @@ class SpaceSection(_Section):
     )
     baseline_heads: int | None = Field(None, gt=0, le=2**16, description="uniform baseline head count; default: head dim 64")
     references: list[str] = Field(default_factory=list, description="enqueued after the baseline: SCHEDULE, NAME=SCHEDULE or paper-ramp")
-    late_zone: tuple[float, float] = Field(DEFAULT_LATE_ZONE, description="ramp+late: relative depths of the 2nd rise")
+    late_zone: tuple[float, float] = Field(
+        DEFAULT_LATE_ZONE, strict=False, description="ramp+late: relative depths of the 2nd rise"
+    )  # not strict: TOML and stored JSON spell a pair as a list; its numbers stay strict
 
     @field_validator("late_zone")
     @classmethod
@@ -191,13 +166,21 @@ class DataSection(_Section):
         A stored study's corpus is taken as stored: only the commands that train load it (and say if it moved)."""
         if v in BUILTIN_CORPORA or (info.context or {}).get("stored"):
             return v
-        if Path(v).exists() or (any(c in v for c in "*?[") and glob.glob(v, recursive=True)):
+        if _exists(v) or (any(c in v for c in "*?[") and glob.glob(v, recursive=True)):
             return str(Path(v).absolute())
         raise ValueError(f"unknown corpus {v!r}: not a built-in ({', '.join(BUILTIN_CORPORA)}) nor an existing path or glob")
 
     def corpus_options(self) -> dict:
         """Keyword arguments of `prism.load_corpus` besides the corpus and val_fraction."""
         return {"tokenizer": self.tokenizer, "vocab_size": self.vocab_size, "token_dtype": self.token_dtype}
+
+
+def _exists(path: str) -> bool:
+    """A name too long for the file system, or holding a NUL byte, names no file (os.stat raises for both)."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
 
 
 # the speed objective is the trial's paired tokens/s ratio to uniform (search.runner.worker.throughput_ratio): both timed
@@ -494,23 +477,116 @@ class Flags:
         return data
 
 
+ECHO_CHARS = 60  # an echoed value longer than this is cut: a 5,000-character name makes an error no one reads
+
+
 def _format_validation_error(err: ValidationError, source: str) -> str:
-    """One line naming the field and the fix; an echoed input is masked, since a misplaced URL may carry a password."""
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "config"
+    """One line naming the field and the fix; an echoed input is cut to a readable length, and masked, since a
+    misplaced URL may carry a password."""
+    errors = err.errors()
+    first = errors[0]
+    loc = _field_loc(first["loc"], keep_last=first["type"] == "extra_forbidden")
+    where = ".".join(str(p) for p in loc) or "config"
     msg = first["msg"].removeprefix("Value error, ")
+    value = first.get("input")
+    expected = _expected(e for e in errors if _field_loc(e["loc"]) == loc)  # a union's members: one error each
     if first["type"] == "extra_forbidden":
         msg = "unknown field; check the spelling or remove it"
     elif first["type"] == "missing":
         msg = "required field is missing; add it"
     elif first["type"] == "finite_number":
-        msg = f"{first['input']!r} is not a finite number (fix: write a finite value; inf and nan cannot train or be stored)"
+        msg = f"{value!r} is not a finite number (fix: write a finite value; inf and nan cannot train or be stored)"
+    elif expected:
+        msg = _wrong_kind(value, expected)
     elif first["type"] == "literal_error":
-        msg = f"{first.get('input')!r} is not valid; {msg[0].lower()}{msg[1:]}"
-    elif "input" in first and not isinstance(first["input"], dict) and first["type"] != "value_error":
-        msg = f"{msg} (got {first['input']!r})"
-    echoed = first.get("input")  # a misplaced URL (a password in another field) is masked wherever it is quoted
-    return mask_in(f"{source}: {where}: {msg}", echoed if isinstance(echoed, str) else None)
+        shown = repr(value) if isinstance(value, str) else _shown(value)  # a long one is cut with every quoted value
+        msg = f"{shown} is not valid; {msg[0].lower()}{msg[1:]}"
+    elif "input" in first and not isinstance(value, dict) and first["type"] != "value_error":
+        msg = f"{msg} (got {_shown(value)})"
+    return _cut_quoted(mask_in(f"{source}: {where}: {msg}", value if isinstance(value, str) else None))
+
+
+def _field_loc(loc: tuple, keep_last: bool = False) -> tuple:
+    """`loc` without the union member tags pydantic appends ('constrained-int', "literal['auto']"): the path of
+    the field as the TOML file spells it. `keep_last`: an unknown field's own name."""
+    model: type[BaseModel] | None = StudyConfig
+    out: list = []
+    for i, part in enumerate(loc):
+        if isinstance(part, int) or (keep_last and i == len(loc) - 1):
+            out.append(part)
+        elif model is not None and part in model.model_fields:
+            out.append(part)
+            annotation = model.model_fields[part].annotation
+            model = next((a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        else:
+            break
+    return tuple(out)
+
+
+_KINDS = {"int_type": "an integer", "float_type": "a number", "bool_type": "a boolean", "string_type": "a string",
+          "list_type": "a list", "tuple_type": "a list", "model_type": "a table", "dict_type": "a table"}  # fmt: skip
+_FIXES = {
+    "an integer": "write a whole number without quotes, a decimal point or an exponent",
+    "a number": "write a number without quotes",
+    "a boolean": "write true or false, without quotes",
+    "a string": "write it in quotes",
+    "a list": "write it in brackets, e.g. [1, 2]",
+    "a table": "write it as a [section] or an inline table {key = value}",
+}
+
+
+def _expected(errors: Any) -> list[str]:
+    """What the field takes, where its errors say the input was of the wrong kind: ['an integer', '"auto"'];
+    empty where an error is about the value itself (a bound, a rule)."""
+    out: list[str] = []
+    for e in errors:
+        if e["type"] == "literal_error":
+            out += [json.dumps(w) for w in re.findall(r"'([^']*)'", e["ctx"]["expected"])]
+        elif e["type"] in _KINDS:
+            out.append(_KINDS[e["type"]])
+        else:
+            return []
+    return out if any(e in _FIXES for e in out) else []
+
+
+def _wrong_kind(value: Any, expected: list[str]) -> str:
+    """`"5" is a string where an integer is expected (fix: ...)`; a float in an integer field is its own mistake."""
+    kinds = [k for k in expected if k in _FIXES]
+    if "an integer" in kinds and isinstance(value, float) and not isinstance(value, bool):
+        return f"{value!r} is not an integer (fix: write a whole number without a decimal point or exponent)"
+    named = " or ".join(sorted(w for w in expected if w not in _FIXES) + kinds).replace("an integer", "a number")
+    fix = "write a number, e.g. 1 rather than true" if isinstance(value, bool) and "a boolean" not in kinds else _FIXES[kinds[0]]
+    return f"{_shown(value)} is {_kind(value)} where {named} is expected (fix: {fix})"
+
+
+def _kind(value: Any) -> str:
+    """A TOML value's kind, in TOML's words."""
+    for kind, types in (("a boolean", bool), ("a number", (int, float)), ("a string", str), ("a list", (list, tuple)), ("a table", dict)):
+        if isinstance(value, types):
+            return kind
+    return "a date or time"
+
+
+def _shown(value: Any) -> str:
+    """`value` as TOML spells it (JSON's spelling for the rest), masked, then cut to ECHO_CHARS."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+    except ValueError:  # inf or nan inside a list
+        text = repr(value)
+    text = mask_in(text, value if isinstance(value, str) else None)
+    if len(text) <= ECHO_CHARS:
+        return text
+    length = len(value) if isinstance(value, str) else len(text)
+    return f"{text[: ECHO_CHARS - 20]}... ({length:,} characters)"
+
+
+_LONG_QUOTED = re.compile(rf"""(['"])([^'"]{{{ECHO_CHARS + 1},}})\1""")
+
+
+def _cut_quoted(message: str) -> str:
+    """Every quoted value longer than ECHO_CHARS in `message` cut to its start and its length: a rule's own text
+    (prism's schedule errors, a validator's) echoes the value whole."""
+    return _LONG_QUOTED.sub(lambda m: f"{m[1]}{m[2][: ECHO_CHARS - 20]}...{m[1]} ({len(m[2]):,} characters)", message)
 
 
 def parse_config(data: dict, source: str = "config", stored: bool = False, flags: Flags | None = None) -> StudyConfig:
@@ -537,6 +613,10 @@ def parse_config(data: dict, source: str = "config", stored: bool = False, flags
 def read_toml(path: str | Path) -> dict:
     """A study TOML file's tables, not validated yet, or a one-line ConfigError."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(
+            f"study config {str(path)!r} is a folder (fix: pass the path of a .toml file in it, such as studies/quickstart.toml)"
+        )
     if not path.is_file():
         raise ConfigError(f"study config {str(path)!r} not found; pass the path of a .toml file such as studies/quickstart.toml")
     try:
@@ -551,6 +631,30 @@ def load_config(path: str | Path, flags: Flags | None = None) -> StudyConfig:
     """The one config loader: TOML file (and the command line's `flags`) -> validated StudyConfig, or a one-line
     ConfigError."""
     return parse_config(read_toml(path), str(path), flags=flags)
+
+
+def check_in_effect(config: StudyConfig, source: str) -> None:
+    """Refuse a setting of a new study that could never act, which it would otherwise run with for hours. Checked
+    where a study is made from a config only: `train --steps` may shorten its one run below the pruner's first rung
+    (one run prunes nothing), and a stored study opens as it was made."""
+    search, train = config.search, config.train
+    evals = train.steps // train.eval_every
+    if search.pruner != "none" and search.min_resource_evals != "auto" and search.min_resource_evals > evals:
+        raise ConfigError(
+            f"{source}: search.min_resource_evals={search.min_resource_evals}: a run has only {evals} evaluations (train.steps "
+            f"{train.steps} / train.eval_every {train.eval_every}), so the pruner would never act (fix: at most {evals}, "
+            '"auto", or pruner = "none")'
+        )
+    if search.min_throughput_ratio is not None and search.min_throughput_ratio > 1:
+        raise ConfigError(
+            f"{source}: search.min_throughput_ratio={search.min_throughput_ratio:g} would make uniform itself (ratio 1) "
+            "infeasible, and every gap is paired with uniform's run (fix: at most 1, e.g. 0.98: keep most of uniform's tokens/s)"
+        )
+    if config.experiment is not None and search.pruner != "none":
+        raise ConfigError(
+            f"{source}: search.pruner={search.pruner!r}: an experiment's pairs train to the end, a pruned run is no pair "
+            '(fix: pruner = "none")'
+        )
 
 
 def resume_command(config: StudyConfig) -> str:

@@ -177,6 +177,7 @@ CLI_FACES = (
     "search.config",
     "search.dashboard",
     "search.errors",
+    "search.jsonout",  # the one JSON writer (null for inf/nan); it imports nothing of the project
     "search.outputs",
     "search.priors",
     "search.cli.progress",

@@ -154,6 +154,6 @@ def test_every_readme_command_runs_as_shown_after_the_quickstart(tmp_path):
     proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     verdict, best, rows, number = proc.stdout.splitlines()
-    assert verdict == json.loads(outputs["status quickstart --json"])[0]["verdict"]["text"]
+    assert verdict == json.loads(outputs["status quickstart --json"])["verdict"]["text"]
     assert best.startswith("best: ") and " finished trials" in best
     assert rows.startswith("[('") and number.isdigit()

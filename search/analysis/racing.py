@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
+from search.analysis.scored import scored
 from search.analysis.stats import paired_gap
 from search.attrs import SCHEDULE, SEED
 from search.config import StudyConfig
@@ -144,15 +145,18 @@ def race_seeds(config: StudyConfig) -> list[int]:
 
 def runs_of(trials: Iterable[FrozenTrial]) -> list[Run]:
     """The stored runs a race reads: complete ones with their val loss (the first objective), queued and running
-    ones without, failed ones as failed. Pruned runs have no final value: they do not count."""
+    ones without, failed ones (and complete ones without a finite value) as failed. Pruned runs have no final value:
+    they do not count."""
     out = []
     for t in trials:
         if SCHEDULE not in t.user_attrs or SEED not in t.user_attrs:
             continue
-        if t.state == TrialState.COMPLETE and t.values:
+        if scored(t):
             out.append(Run(t.user_attrs[SCHEDULE], t.user_attrs[SEED], t.values[0]))
-        elif t.state in (TrialState.RUNNING, TrialState.WAITING, TrialState.FAIL):
-            out.append(Run(t.user_attrs[SCHEDULE], t.user_attrs[SEED], None, failed=t.state == TrialState.FAIL))
+        elif t.state in (TrialState.RUNNING, TrialState.WAITING):
+            out.append(Run(t.user_attrs[SCHEDULE], t.user_attrs[SEED], None))
+        elif t.state in (TrialState.FAIL, TrialState.COMPLETE):  # COMPLETE here: no finite value, a failed run
+            out.append(Run(t.user_attrs[SCHEDULE], t.user_attrs[SEED], None, failed=True))
     return out
 
 

@@ -25,11 +25,13 @@ from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
 from search.analysis.forecast import Cost, study_deciding_cost
 from search.analysis.racing import Racing
+from search.analysis.scored import not_finite, scored
 from search.analysis.sequential import experiment_verdict, plan_of
 from search.analysis.sequential import state as experiment_state
 from search.analysis.stats import PairedGap, paired_gap, tokens_text
 from search.analysis.verdict import Decision, Verdict, decide
 from search.attrs import (
+    ATTR_CHECKPOINT_ERROR,
     CURVE,
     DUPLICATE_ATTR,
     ERROR,
@@ -44,6 +46,7 @@ from search.attrs import (
     WORKER,
 )
 from search.config import StudyConfig
+from search.storage import driver_ended, stale_trial_ids, storage_of, storage_url, trial_id
 from search.storage.records import FINISHED, failed_for_good, readable, stored_config
 
 
@@ -137,6 +140,9 @@ class Summary:
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
     failed_trials: list[str] = field(default_factory=list)  # search trials that failed for good, with their errors
+    not_finite: list[str] = field(default_factory=list)  # COMPLETE runs whose value is inf or nan: left out of every statistic
+    driver_gone: str | None = None  # RUNNING trials whose driver is gone, and what recovers them
+    unsaved: list[str] = field(default_factory=list)  # finished trials whose model could not be saved, and why
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     mixed_seeds: list[int] = field(default_factory=list)  # seeds whose runs were trained on more than one kind of it
@@ -240,12 +246,12 @@ def val_loss(trial: FrozenTrial) -> float:
 def ranked(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
     Baseline repeats at other seeds and confirmation runs measure noise; they never compete. A COMPLETE trial without
-    values (a damaged row) competes for nothing."""
+    finite values (a damaged row, a diverged run) or a malformed attr competes for nothing."""
     complete = readable(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
     paired = [
         t
         for t in complete
-        if t.values and t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
+        if scored(t) and t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
 
@@ -281,7 +287,7 @@ def is_paired_baseline(user_attrs: Mapping, config: StudyConfig) -> bool:
 def paired_baseline(trials: list[FrozenTrial], config: StudyConfig) -> FrozenTrial | None:
     """The paired baseline's COMPLETE run (a retry comes after its failed try), never a search trial or confirm
     run that happens to train the uniform schedule."""
-    return next((t for t in trials if t.state == TrialState.COMPLETE and t.values and is_paired_baseline(t.user_attrs, config)), None)
+    return next((t for t in trials if scored(t) and is_paired_baseline(t.user_attrs, config)), None)
 
 
 def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
@@ -290,7 +296,7 @@ def paired_runs(trials: list[FrozenTrial]) -> dict[tuple[str, int], float]:
     return {
         (t.user_attrs[SCHEDULE], t.user_attrs[SEED]): val_loss(t)
         for t in trials
-        if t.state == TrialState.COMPLETE and t.values and SCHEDULE in t.user_attrs and SEED in t.user_attrs and is_feasible(t)
+        if scored(t) and SCHEDULE in t.user_attrs and SEED in t.user_attrs and is_feasible(t)
     }
 
 
@@ -391,7 +397,7 @@ def full_curves(trials: list[FrozenTrial]) -> tuple[Curve, ...]:
     reaches the longest budget any of them reached, with their schedule and seed."""
     done = []
     for t in trials:
-        if t.state != TrialState.COMPLETE or not t.values or DUPLICATE_ATTR in t.user_attrs or SEED not in t.user_attrs:
+        if not scored(t) or DUPLICATE_ATTR in t.user_attrs or SEED not in t.user_attrs:
             continue
         curve = {int(k): float(v) for k, v in t.intermediate_values.items()} or {int(a): float(b) for a, b in t.user_attrs.get(CURVE, [])}
         if curve:
@@ -457,12 +463,14 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     counts = {s.name: 0 for s in TrialState}
     for t in trials:
         counts[t.state.name] += 1
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
+    complete = [t for t in trials if scored(t)]
     competing = ranked(study, config)
     baseline = str(config.baseline)
-    runs = study_runs(trials, config)
-    decision = decide(runs, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}")
     plan = plan_of(config)
+    # a pre-registered experiment reads only its own pairs: `confirm` runs on it get their own table, never its gap
+    paired = [t for t in trials if t.user_attrs.get(ROLE) != ROLE_CONFIRM] if plan else trials
+    runs = study_runs(paired, config)
+    decision = decide(runs, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}")
     experiment = experiment_state(plan, runs) if plan else None
     crossed = crossed_hardware(trials, config, runs)
     if crossed:  # the same verdict read from the pairs whose two runs shared their kind of hardware
@@ -546,6 +554,13 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
             for (role, schedule, seed), t in failed_for_good(trials).items()
             if role == ROLE_SEARCH and schedule is not None
         ],
+        not_finite=[
+            f"trial {t.number} ({t.user_attrs.get(SCHEDULE, '?')} seed {t.user_attrs.get(SEED, '?')}): "
+            + ", ".join(f"{name} {v}" for name, v in zip(config.search.objectives, t.values, strict=False) if not math.isfinite(v))
+            for t in not_finite(trials)
+        ],
+        driver_gone=_driver_gone(study, trials),
+        unsaved=[f"trial {t.number}: {t.user_attrs[ATTR_CHECKPOINT_ERROR]}" for t in trials if ATTR_CHECKPOINT_ERROR in t.user_attrs],
         runner_up=runner_up,
         kernels=sorted({k for kinds in kernels.values() for k in kinds}),
         mixed_seeds=sorted(seed for seed, kinds in kernels.items() if len(kinds) > 1),
@@ -553,6 +568,29 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         verdict_one_kind=on_one_kind if crossed else None,
         deciding=None if experiment else study_deciding_cost(decision.verdict, decision.family, trials, config),
         left_out=left_out,
+    )
+
+
+def _driver_gone(study: optuna.Study, trials: list[FrozenTrial]) -> str | None:
+    """Which RUNNING trials nothing trains any more: their driver's process has ended (a SQLite study's driver
+    lock names it), or their heartbeats stopped for longer than the grace period (any storage)."""
+    running = [t for t in trials if t.state == TrialState.RUNNING]
+    storage = storage_of(study)
+    if not running or not hasattr(storage, "get_heartbeat_interval"):  # in memory: no database, no driver to lose
+        return None
+    why = driver_ended(storage_url(study))
+    if why is None:
+        if storage.get_heartbeat_interval() is None:  # opened without heartbeats: they cannot tell
+            return None
+        stale = set(stale_trial_ids(study))
+        running = [t for t in running if trial_id(t) in stale]
+        why = "its driver sent no heartbeat within the grace period"
+    if not running:
+        return None
+    numbers, them = ", ".join(str(t.number) for t in running), "them" if len(running) > 1 else "it"
+    return (
+        f"trial{'s' if len(running) > 1 else ''} {numbers} RUNNING, but {why}: nothing trains {them}; "
+        f"`prism-search resume {study.study_name}` runs {them} again"
     )
 
 

@@ -8,7 +8,6 @@ inside the commands that need it, so `--help` and `status` load no more than the
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import TYPE_CHECKING, NoReturn
@@ -21,6 +20,7 @@ from rich.text import Text
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
 from search.config import DEFAULT_STORAGE, MAX_SEEDS, load_config, resume_command
 from search.errors import OutputError, PrismSearchError
+from search.jsonout import dumps as json_text
 from search.signals import sigterm_as_ctrl_c
 from search.urls import mask_url
 
@@ -34,7 +34,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-l
 console = Console(markup=False)
 err = Console(stderr=True, markup=False)
 
-StorageOpt = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
+
+def _storage_given(url: str | None) -> str | None:
+    """`--storage ""` (an unset shell variable) would read or write the default database unnoticed."""
+    if url is not None and not url.strip():
+        raise typer.BadParameter(f"--storage is empty; name a database URL such as {DEFAULT_STORAGE}, or leave the option out")
+    return url
+
+
+StorageOpt = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
 NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total trained trials the study should reach (served duplicates do not count)")
 TrackOpt = typer.Option(
@@ -100,6 +108,13 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
     if s.verdict_one_kind is not None:
         pairs = f"{len(s.crossed_pairs)} pair{'s' if len(s.crossed_pairs) > 1 else ''} ({', '.join(s.crossed_pairs)})"
         table.add_row("across hardware", Text(f"{pairs} ran on two kinds of hardware; without them: {s.verdict_one_kind.text()}"))
+    if s.not_finite:
+        table.add_row("left out (not finite)", Text("; ".join(s.not_finite) + ": failed runs for the statistics, in no mean or gap"))
+    if s.driver_gone:
+        table.add_row("driver gone", Text(s.driver_gone))
+    if s.unsaved:
+        more = f"; and {len(s.unsaved) - TOP_GAPS} more (`status --json`)" if len(s.unsaved) > TOP_GAPS else ""
+        table.add_row("models not saved", Text("; ".join(s.unsaved[:TOP_GAPS]) + more + " (their results are stored)"))
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:
@@ -214,7 +229,7 @@ def resume(
 def status(
     name: str | None = typer.Argument(None, help="study name (default: every study in the storage)"),
     storage: str | None = StorageOpt,
-    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output: a named study's object, else a list of every study's"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
     from search.analysis import summaries
@@ -223,8 +238,9 @@ def status(
     url = storage or DEFAULT_STORAGE
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
     found, unreadable = ([studies[0].summary()], {}) if name else summaries(studies)  # unreadable: named, not fatal
-    if as_json:
-        print(json.dumps([s.to_dict() for s in found] + [{"name": n, "error": why} for n, why in unreadable.items()], indent=2))
+    if as_json:  # a named study: its one object; else a list of every study's, and each unreadable one's reason
+        listed = [s.to_dict() for s in found] + [{"name": n, "error": why} for n, why in unreadable.items()]
+        print(json_text(listed[0] if name else listed, indent=2))
         return
     if not studies:
         console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
@@ -272,7 +288,7 @@ def plan(
 
     f = forecast_study(study_file, storage=storage, noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
     if as_json:
-        print(json.dumps(f.to_dict(), indent=2))
+        print(json_text(f.to_dict(), indent=2))
         return
     _print_forecast(f)
 
@@ -444,7 +460,7 @@ def train(
     cfg, parsed = resolve(config, schedule, overrides)
     run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
     if as_json:
-        print(json.dumps(run.result.to_dict(), indent=2))
+        print(json_text(run.result.to_dict(), indent=2))
     else:
         r = run.result
         table = Table(title=f"train {r.schedule}", show_header=False)
@@ -482,7 +498,7 @@ def analyze(
 
 @app.command()
 def dashboard(
-    storage: str | None = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
     host: str = typer.Option(
         "127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"
     ),
@@ -501,7 +517,7 @@ def dashboard(
 def report(
     name: str = typer.Argument(..., help="study name"),
     output: str = typer.Option("report.html", "-o", "--output", help="HTML file to write"),
-    storage: str | None = typer.Option(None, "--storage", help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
+from search import jsonout
 from search.errors import AuditError
 from search.outputs import check_output, write_output
 from search.priors._files import read_versioned_json
@@ -178,7 +179,7 @@ def write_audit(source: str, storage_url: str, output: str, html: str | None = N
     check_output(page, "--html", ".html")
     model, kind = load_source(source, storage_url)
     profile = audit_model(model, source=source) | {"kind": kind}
-    write_output(output, json.dumps(profile, indent=1), "-o", ".json")
+    write_output(output, jsonout.dumps(profile, indent=1), "-o", ".json")
     return profile, write_report(profile, page, "--html")
 
 

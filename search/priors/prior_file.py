@@ -5,12 +5,12 @@ Seeding a study with it is the study's business (search.study.lifecycle); priors
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
 from prism import Schedule, ScheduleError, validate
+from search import jsonout
 from search.config import StudyConfig
 from search.errors import PriorError
 from search.families import ScheduleFamily
@@ -52,7 +52,7 @@ def write_prior(profile_file: str, config: StudyConfig, top_k: int, output: str)
     (`output`, checked before anything is read); returns the prior."""
     check_output(output, "-o", ".json")
     prior = make_prior(read_profile(profile_file), config, config.family, top_k)
-    write_output(output, json.dumps(prior, indent=1), "-o", ".json")
+    write_output(output, jsonout.dumps(prior, indent=1), "-o", ".json")
     return prior
 
 

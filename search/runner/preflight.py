@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 from prism.data import CorpusError, check_windows, load_corpus, text_bytes
@@ -74,13 +75,24 @@ def check_corpus(config: StudyConfig) -> str:
 
 
 def check_folder(path: str, field: str) -> None:
-    """`path` is a folder, or one can be made there: its nearest existing ancestor is a writable folder."""
+    """`path` is a writable folder, or one can be made there: its nearest existing ancestor is a writable folder in
+    which a folder can be made. Tried, not read from the mode bits: root passes `os.access` in /proc, where nothing
+    can be made, and on a full disk."""
     target = Path(path)
     existing = next(p for p in (target, *target.parents) if p.exists())
     if not existing.is_dir():
         raise ConfigError(f"{field} {path!r}: {str(existing)!r} is a file, not a folder (fix: point {field} at a folder)")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"{field} {path!r}: folder {str(existing)!r} is not writable (fix: point {field} at a writable folder)")
+    if existing == target:  # there already: trying would change the folder (its time stamp), and rights are known
+        return
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".prism-search-check-"))
+    except OSError as e:
+        raise ConfigError(
+            f"{field} {path!r}: cannot make a folder in {str(existing)!r} (refused: {e.strerror or e}) "
+            f"(fix: point {field} at a writable folder)"
+        ) from None
 
 
 def check_cpus(workers: int, cpus_per_trial: int) -> None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import socket
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import safetensors
 import torch
 
 from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
@@ -170,6 +172,14 @@ class TrialSession:
         return result
 
 
+def _save_error(e: Exception) -> str:
+    """The OS's reason, in the words of an OSError's (safetensors: "I/O error: No space left on device (os error 28)")."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    found = re.search(r"I/O error: (.*?) \(os error \d+\)", str(e))
+    return found[1] if found else str(e)
+
+
 def _save(trainer: Trainer, spec: TrialSpec, result: TrainResult) -> dict:
     """Save the trained model; what to store on the trial. The result outlives its checkpoint: a full or read-only
     disk costs the model (removed half-written, the reason stored), never the trained trial's result."""
@@ -187,9 +197,9 @@ def _save(trainer: Trainer, spec: TrialSpec, result: TrainResult) -> dict:
             train=trainer.cfg.__dict__,
             result=result.to_dict(),
         )
-    except OSError as e:
+    except (OSError, safetensors.SafetensorError) as e:  # safetensors reports its own writes' OSErrors as its error
         shutil.rmtree(spec.checkpoint_dir, ignore_errors=True)
-        return {ATTR_CHECKPOINT_ERROR: f"model not saved to {spec.checkpoint_dir}: {e.strerror or e}"}
+        return {ATTR_CHECKPOINT_ERROR: f"model not saved to {spec.checkpoint_dir}: {_save_error(e)}"}
     return {ATTR_CHECKPOINT: str(path)}
 
 

@@ -20,6 +20,7 @@ from search.storage.database import (
     check_lasting,
     check_url,
     creation_lock,
+    driver_ended,
     driver_lock,
     open_storage,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "check_url",
     "creation_lock",
     "dispose",
+    "driver_ended",
     "driver_lock",
     "is_enqueued",
     "open_storage",

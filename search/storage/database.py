@@ -15,7 +15,9 @@ import functools
 import glob
 import hashlib
 import os
+import re
 import shutil
+import socket
 import sqlite3
 import tempfile
 import time
@@ -86,7 +88,12 @@ def _check_reachable(url: str) -> None:
         return
     try:
         engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool, **_engine_kwargs(url))
-    except (sqlalchemy.exc.NoSuchModuleError, ImportError) as e:  # a parsable URL naming a dialect or driver not installed
+    except ImportError as e:  # a dialect SQLAlchemy knows, whose Python driver is not installed here
+        raise StorageError(
+            f"storage {mask_url(url)!r} needs the database driver {e.name or str(e)!r}, which is not installed (fix: install it into "
+            "this environment, or use sqlite:///prism_search.db or postgresql+psycopg://, whose drivers prism-search brings)"
+        ) from None
+    except sqlalchemy.exc.NoSuchModuleError as e:  # a parsable URL naming a dialect SQLAlchemy does not know
         raise StorageError(f"storage {mask_url(url)!r} is not a valid SQLAlchemy URL ({e}) (fix: e.g. sqlite:///prism_search.db)") from None
     try:
         with engine.connect():
@@ -194,9 +201,26 @@ def driver_lock(url: str) -> Iterator[None]:
                 "finish, or put the study on PostgreSQL (--storage postgresql+psycopg://...) to run several drivers at once"
             ) from None
         lock.truncate(0)
-        lock.write(f"pid {os.getpid()}")
+        lock.write(f"pid {os.getpid()} on {socket.gethostname()}")  # kept after it ends: `driver_ended` reads it
         lock.flush()
         yield
+
+
+def driver_ended(url: str) -> str | None:
+    """Why the last driver of the SQLite file at `url` is known to be gone: the process its driver lock names, on
+    this machine, has ended (`kill -9` leaves the lock file naming it; the lock itself died with it). None where a
+    live process holds it or this cannot tell (PostgreSQL, no lock file, a driver on another machine): the
+    heartbeats tell then, after their grace period."""
+    path = _sqlite_file(url)
+    if path is None:
+        return None
+    try:
+        holder = re.fullmatch(r"pid (\d+)(?: on (\S+))?", Path(f"{path.resolve()}.driver.lock").read_text().strip())
+    except OSError:
+        return None
+    if holder is None or (holder[2] is not None and holder[2] != socket.gethostname()) or _process_alive(int(holder[1])):
+        return None
+    return f"its driver (pid {holder[1]}) has ended"
 
 
 def _lock_file(url: str, name: str) -> IO[str]:

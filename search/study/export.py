@@ -55,15 +55,30 @@ def rows(study: optuna.Study, config: StudyConfig) -> list[dict]:
     return out
 
 
+# what makes a spreadsheet read a cell as a formula (OWASP's CSV injection guidance): a stored schedule, role or
+# reference name `=HYPERLINK(...)` would run when the export is opened
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def render(study: optuna.Study, config: StudyConfig, fmt: str) -> str:
     data = rows(study, config)
     if fmt == "json":
         return jsonout.dumps(data, indent=2)
+    header = list(data[0]) if data else ["number"]
+    return "".join(_csv_line(values) for values in [header, *([_cell(row[key]) for key in header] for row in data)])
+
+
+def _csv_line(values: list) -> str:
+    """One CSV record ending in a bare newline. The writer quotes a cell holding a character of its line terminator
+    only: written with "\r\n", a carriage return inside a stored name is quoted, not read as a row's end."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(data[0]) if data else ["number"], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(data)
-    return buffer.getvalue()
+    csv.writer(buffer, lineterminator="\r\n").writerow(values)
+    return buffer.getvalue()[:-2] + "\n"
+
+
+def _cell(value: object) -> object:
+    """Text a spreadsheet would run, behind a quote (shown as text, never evaluated); numbers stay numbers, -0.01 too."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 SCHEDULE_FORMATS = ("json", "hf", "nanogpt")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from search.config import DEFAULT_STORAGE, Flags, StudyConfig, parse_config, read_toml
+from search.config import DEFAULT_STORAGE, Flags, StudyConfig, check_in_effect, parse_config, read_toml
 from search.errors import PrismSearchError
 
 if TYPE_CHECKING:
@@ -161,6 +161,7 @@ class Study:
         flags = Flags(storage=self.storage, n_trials=flags.n_trials, workers=flags.workers, track=flags.track)
         if self._raw is not None:
             self._config = parse_config(self._raw, self._source, flags=flags)
+            check_in_effect(self._config, self._source)  # a config to make a study from: each setting must act
             self.name = self._config.name
         else:
             from search.storage.records import stored_config

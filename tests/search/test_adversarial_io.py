@@ -299,8 +299,9 @@ def test_a_failing_mlflow_tracker_prints_one_warning_and_none_of_mlflows(tmp_pat
 # --- item 10: odd values in a database -----------------------------------------------------------------------------
 @pytest.fixture
 def odd_trial_db(tiny_config) -> str:
-    """Studies whose baselines finished and whose last trial another tool wrote: `inf` holds a value inf (a curve of
-    inf too), `bad` holds the schedule attr "9x9x9" (no schedule of the study) as its best trial."""
+    """Studies whose baselines and one search trial (4x3) finished and whose last trial another tool wrote: `inf`
+    holds a value inf (a curve of inf too), `bad` holds the schedule attr "9x9x9" (no schedule of the study) as its
+    best trial."""
     storage = open_storage(tiny_config.storage)
     for name, schedule, value in (("inf", "2x3", float("inf")), ("bad", "9x9x9", 1.0)):
         config = tiny_config.model_copy(update={"name": name})
@@ -308,11 +309,12 @@ def odd_trial_db(tiny_config) -> str:
         while study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
             trial = study.ask()
             study.tell(trial, 2.0 + trial.number / 100)
-        trial = study.ask()
-        attrs = {"schedule": schedule, "role": "search", "seed": 0, "curve": [[100, value]]} | {f"heads_0{i}": 2 for i in range(3)}
-        for key, v in attrs.items():
-            trial.set_user_attr(key, v)
-        study.tell(trial, value)
+        for schedule_attr, heads, final in (("4x3", 4, 2.5), (schedule, 2, value)):
+            trial = study.ask()
+            attrs = {"schedule": schedule_attr, "role": "search", "seed": 0, "curve": [[100, final]]}
+            for key, v in (attrs | {f"heads_0{i}": heads for i in range(3)}).items():
+                trial.set_user_attr(key, v)
+            study.tell(trial, final)
     storage.engine.dispose()
     return tiny_config.storage
 

@@ -58,7 +58,7 @@ def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
 
     confirmed = runner.invoke(app, ["confirm", "tiny", "--top", "1", "--seeds", "2", *url])
     assert confirmed.exit_code == 0, confirmed.output
-    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]
+    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)
     rows = status["confirmation"]
     assert len(rows) == 2 and rows[0]["schedule"] == "1x3"  # the baseline, then the best other schedule
     assert all(r["seeds"] == 2 and r["val_loss_std"] is not None for r in rows)
@@ -77,13 +77,13 @@ def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
         len(runs) :
     ]
     assert sorted((t.user_attrs["schedule"], t.user_attrs["seed"]) for t in added) == sorted((r["schedule"], 1002) for r in rows)
-    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]
+    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)
     assert [r["seeds"] for r in status["confirmation"]] == [3, 3]
     assert (status["trained"], status["confirmation_runs"]) == (3, 6)  # 2 schedules x 3 seeds, apart from n_trials
 
     resumed = runner.invoke(app, ["resume", "tiny", "--n-trials", "4", *url])  # the 6 confirmation runs eat none of it
     assert resumed.exit_code == 0, resumed.output
-    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)[0]
+    status = json.loads(runner.invoke(app, ["status", "tiny", *url, "--json"]).stdout)
     assert (status["trained"], status["confirmation_runs"]) == (4, 6)
 
 

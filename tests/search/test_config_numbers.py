@@ -66,7 +66,7 @@ def test_a_boolean_where_a_number_is_declared_is_refused(path, is_float, pair, f
     with pytest.raises(ConfigError) as info:
         parse_config(_config_with(path, _value(path, pair, flag)), "study.toml")
     message = str(info.value)
-    assert message.startswith(f"study.toml: {path}: ") and "is a boolean where a number is expected (fix: " in message
+    assert message.startswith(f"study.toml: {path}{'.0' if pair else ''}: ") and "is a boolean where a number is expected (fix: " in message
     assert "\n" not in message
 
 
@@ -152,5 +152,5 @@ def test_an_integer_field_takes_only_an_integer(path, bad, fragment):
 
 @pytest.mark.parametrize("path, pair", FLOATS, ids=[p for p, _ in FLOATS])
 def test_a_float_field_takes_an_integer_but_not_a_string(path, pair):
-    with pytest.raises(ConfigError, match=f'{path}: "0.5" is a string'):
+    with pytest.raises(ConfigError, match=f'{path}{".0" if pair else ""}: "0.5" is a string'):
         parse_config(_config_with(path, _value(path, pair, "0.5")), "study.toml")

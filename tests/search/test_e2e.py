@@ -122,7 +122,7 @@ def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml, sig):
     status = subprocess.run(
         [sys.executable, "-m", "search.cli", "status", "tiny", "--storage", url, "--json"], capture_output=True, text=True, check=True
     )
-    summary = json.loads(status.stdout)[0]
+    summary = json.loads(status.stdout)
     assert summary["trained"] == 6  # COMPLETE and PRUNED ones may hold served duplicates on top
     assert summary["best_schedule"] and summary["best_gap"]["all_seeds"]["n"] >= 1
 
@@ -280,7 +280,7 @@ def test_experiment_trains_pairs_together_is_interrupted_resumes_and_ends_at_a_l
         subprocess.run(
             [sys.executable, "-m", "search.cli", "status", "tiny", "--storage", url, "--json"], capture_output=True, text=True, check=True
         ).stdout
-    )[0]
+    )
     assert summary["verdict"]["kind"] in ("better", "worse", "equivalent", "undecided")
     assert summary["verdict"]["seeds"] and set(summary["verdict"]["seeds"]) <= set(pairs)
     assert summary["looks"] and "pre-registered" in summary["verdict"]["method"]

@@ -58,7 +58,7 @@ def test_status_and_dashboard_read_the_front_of_the_objective_the_study_stored(t
         timeout=120,
     )
     assert status.returncode == 0, status.stderr
-    assert {p["schedule"]: p["values"][speed] for p in json.loads(status.stdout)[0]["pareto"]} == FRONT[speed]
+    assert {p["schedule"]: p["values"][speed] for p in json.loads(status.stdout)["pareto"]} == FRONT[speed]
 
     view = study_view(study)
     fig = figs.pareto(view)

@@ -108,7 +108,7 @@ def test_a_space_smaller_than_n_trials_stops_the_study_and_says_so(study_toml, t
     run = _cli("run", str(toml), "--storage", storage)
     assert run.returncode == 0, run.stderr
     assert message in run.stdout and "trained 3 of target 6" in run.stdout
-    status = json.loads(_cli("status", "tiny", "--storage", storage, "--json").stdout)[0]
+    status = json.loads(_cli("status", "tiny", "--storage", storage, "--json").stdout)
     assert status["trained"] == 3 and status["exhausted"] == message
     view = study_view(optuna.load_study(study_name="tiny", storage=storage))
     assert view.status == "finished" and f"trained 3 of target 6; {message[:63]}" in studies_page([view], storage)

@@ -172,7 +172,7 @@ def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_wa
     assert "fidelity at 200 tokens" in out.output and "warning: pruning at 200 tokens is unreliable" in out.output
     assert "noise floor of uniform" in out.output and "σ" not in out.output
     as_json = CliRunner().invoke(app, ["status", "known", *url, "--json"]).stdout
-    summary = json.loads(as_json[as_json.index("[") :])[0]
+    summary = json.loads(as_json[as_json.index("{") :])
     assert summary["verdict"]["kind"] == "undecided" and summary["verdict"]["text"] == verdict.text()
     assert summary["verdict"]["margin"] == 0.01 and summary["verdict"]["command"] == verdict.command
     assert summary["confirmation"][1]["gap"]["n"] == 3 and summary["best_schedule"] == "s0"

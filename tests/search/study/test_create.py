@@ -28,7 +28,7 @@ def test_a_study_whose_corpus_moved_still_reports_and_resume_names_the_missing_c
 
     status = runner.invoke(app, ["status", "tiny", *url, "--json"])
     assert status.exit_code == 0, status.output
-    assert json.loads(status.output)[0]["name"] == "tiny"
+    assert json.loads(status.output)["name"] == "tiny"
     export = runner.invoke(app, ["export", "tiny", *url, "--format", "json"])
     assert export.exit_code == 0 and json.loads(export.output) == []
     best = runner.invoke(app, ["best", "tiny", *url])
@@ -116,7 +116,7 @@ def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_sta
     open_study(config, open_storage(config.storage), check_corpus(config))  # `run` reopening the study
     assert _waiting(config) == []
     status = runner.invoke(app, ["status", "tiny", *url, "--json"])
-    assert json.loads(status.stdout)[0]["failed_runs"] == [failed]
+    assert json.loads(status.stdout)["failed_runs"] == [failed]
     page = b"".join(Dashboard(config.storage)({"REQUEST_METHOD": "GET", "PATH_INFO": "/study/tiny"}, lambda s, h: None)).decode()
     assert f'<td id="failed">{failed}; not queued again automatically' in page
 

@@ -91,3 +91,26 @@ def test_its_summary_names_the_challenger_whichever_way_its_mean_leans(experimen
     assert (s.best_label, s.best_how, s.best_schedule) == ("challenger", "pre-registered, 2 paired seeds", "1x1,2x1,4x1")
     assert s.runner_up is None and s.best_gap is not None and s.best_gap.all_seeds is not None
     assert s.gap_text().startswith("+0.0750 ") and "uniform is the best" not in s.gap_text()
+
+
+def test_confirm_runs_on_an_experiment_never_enter_its_own_summary(experiment, tiny_config):
+    """`confirm` on an experiment trains its schedule and uniform at confirmation seeds: they get their own table,
+    while the experiment's gap, seeds and values stay those of its pre-registered pairs."""
+    from search.analysis import summarize
+
+    ctx, plan = experiment
+    study = ctx.study
+    for seed, (uniform, challenger) in enumerate([(2.0, 2.1), (2.2, 2.25), (2.1, 2.12)], start=2000):
+        queue_pair(ctx, plan, seed)
+        _finish(study, uniform)
+        _finish(study, challenger)
+    before = summarize(study, ctx.config)
+    for seed, (uniform, challenger) in zip((3000, 3001), [(1.0, 3.0), (1.1, 3.2)]):  # far from the pairs' values
+        for schedule, value in ((plan.uniform, uniform), (plan.schedule, challenger)):
+            study.enqueue_trial({}, user_attrs={"role": "confirm", "schedule": schedule, "seed": seed})
+            _finish(study, value)
+    after = summarize(study, ctx.config)
+    assert after.best_how == before.best_how == "pre-registered, 3 paired seeds"
+    assert (after.best_seeds, after.best_value, after.baseline_value) == (before.best_seeds, before.best_value, before.baseline_value)
+    assert after.best_gap == before.best_gap and after.verdict == before.verdict and after.looks == before.looks
+    assert [row.seeds for row in after.confirmation] == [2, 2]  # shown, in the confirmation table

@@ -28,7 +28,7 @@ def test_resume_n_trials_stores_the_new_target_for_status_and_the_dashboard(tiny
     assert resume.exit_code == 0, resume.output
     assert "already has 2/2 trained trials; nothing to run" in resume.output
     status = runner.invoke(app, ["status", "tiny", *url, "--json"])
-    assert json.loads(status.output)[0]["n_trials"] == 2
+    assert json.loads(status.output)["n_trials"] == 2
     stored = json.loads(optuna.load_study(study_name="tiny", storage=config.storage).user_attrs["prism.config"])
     assert stored["n_trials"] == 2  # what the dashboard reads as the study's target
 
