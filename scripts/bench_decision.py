@@ -64,7 +64,7 @@ from search.analysis.blocked import many_to_one
 from search.analysis.summary import best_by_mean, study_runs
 from search.analysis.verdict import decide
 from search.attrs import SCHEDULE, SEED
-from search.config import StudyConfig, family_for
+from search.config import StudyConfig
 from search.families import ScheduleFamily
 from search.storage.records import stored_config
 from search.study.pruning import budget_tokens
@@ -291,7 +291,7 @@ def replicate(task: Task) -> tuple[Task, Outcome, Outcome]:
 
 def scenarios(fitted: Fit, planted: dict[str, float]) -> list[Scenario]:
     """The scenarios of the module's docstring, each naming the schedule it plants in."""
-    family = family_for(fitted.config)
+    family = fitted.config.family
     names = [str(s) for s in family.enumerate()]
     base = np.array([fitted.effects[s] for s in names])
     additive = Additive(fitted.effects, family.counts)
@@ -307,8 +307,9 @@ def scenarios(fitted: Fit, planted: dict[str, float]) -> list[Scenario]:
             raise SystemExit(f"--plant: {sorted(unknown)} not in the {family.name!r} space of bench-main ({len(names)} schedules)")
         return np.array([effects.get(s, fitted.effects[s]) for s in names])
 
-    free_config = fitted.config.model_copy(update={"space": fitted.config.space.model_copy(update={"family": "free"})})
-    free = family_for(free_config)
+    data = fitted.config.model_dump()
+    data["space"] |= {"family": "free"}
+    free = StudyConfig.model_validate(data).family  # parsed, so the space is resolved as the product resolves it
     free_names = [str(s) for s in free.enumerate()]
     free_base = additive.predict(free_names)
     out = [Scenario("fitted (uniform best)", family, base)]

@@ -135,7 +135,7 @@ def _toy_loss(schedule: Schedule, best: tuple[int, ...], counts: list[int]) -> f
 
 
 def _additive_walk(config, objective, n):
-    family = family_for(config)
+    family = config.family
     study = optuna.create_study(sampler=make_sampler(config, family))
     out = []
     for _ in range(n):
@@ -151,7 +151,7 @@ def _additive_walk(config, objective, n):
 def test_the_additive_sampler_finds_the_best_of_a_noiseless_additive_toy_at_every_seed(tiny_config):
     """In a third of the space's size, at 4 study seeds: a random order would do so at all 4 about once in 81."""
     config = _additive(tiny_config, explore=0.0)
-    family = family_for(config)
+    family = config.family
     counts = family.counts
     assert family.size() >= 27, "the toy needs a space where luck is unlikely"
     best = tuple(counts[(layer + 1) % len(counts)] for layer in range(family.n_layer))  # not uniform, not monotone
@@ -167,7 +167,7 @@ def test_the_additive_samplers_explore_share_is_honoured(tiny_config):
     from search.study.samplers import AdditiveSampler
 
     config = _additive(tiny_config, explore=0.3)
-    family = family_for(config)
+    family = config.family
     counts = family.counts
     study = optuna.create_study()
     for k, schedule in enumerate(list(family.enumerate())[:6]):
@@ -187,7 +187,7 @@ def test_the_additive_samplers_explore_share_is_honoured(tiny_config):
 
 def test_the_additive_sampler_never_repeats_a_schedule_while_others_remain(tiny_config):
     config = _additive(tiny_config, explore=0.2, family="ramp")
-    family = family_for(config)
+    family = config.family
     walked = [str(s) for s in _additive_walk(config, lambda s: float(sum(s.heads)), family.size() + 1)]
     assert sorted(walked[:-1]) == sorted(str(s) for s in family.enumerate())  # every member once
     assert walked[-1] in walked[:-1]  # then the space is short: a taken one, for the duplicate cache
