@@ -1,6 +1,7 @@
 """Compute to a correct decision: the product's samplers, each followed by today's confirmation or by LUCB to uniform.
 
     .venv/bin/python scripts/bench_decision.py                          # 1000 paired replicates per arm and scenario
+    .venv/bin/python scripts/bench_decision.py --workers 8              # the same on 8 processes
     .venv/bin/python scripts/bench_decision.py --replicates 100 --samplers additive random
     .venv/bin/python scripts/bench_decision.py --plant 1x1,2x5=-0.02 --scenarios planted --residual-noise-scale 2
 
@@ -40,7 +41,8 @@ confirmations share one search per sampler and replicate.
 
 Reported per arm and scenario: replicates, training tokens (mean; a complete run is 2.05 M), and with 95% Wilson
 intervals: how often the best by the study's ranking (the lowest paired mean, uniform when none is below 0) is the
-true best, how often "better" is claimed for the true best, and how often for another schedule.
+true best, how often "better" is claimed for the true best, and how often for another schedule; and the wall
+seconds per replicate (one search and both confirmations). Rows are printed as each (scenario, sampler) ends.
 """
 
 from __future__ import annotations
@@ -405,23 +407,21 @@ def main(argv: list[str] | None = None) -> None:
         fitted, args.search, args.lucb_search, lucb_runs, args.lucb_fresh, args.explore, args.seed_noise_scale, args.residual_noise_scale
     )
     counts = {s: (args.gp_replicates if s == "gp" and args.gp_replicates is not None else args.replicates) for s in args.samplers}
-    tasks = [Task(sc, sampler, r) for sc in chosen for sampler in args.samplers for r in range(counts[sampler])]
-    started = time.perf_counter()
-    results = run(settings, tasks, args.workers)
-    elapsed = time.perf_counter() - started
-    print(f"{len(tasks)} searches in {elapsed:.0f} s ({elapsed / max(len(tasks), 1):.3f} s each, {args.workers} process(es))\n")
     print(
         "| scenario | sampler | confirmation | replicates | M tokens | best by ranking = true best "
-        "| 'better' for the true best | 'better' for another |"
+        "| 'better' for the true best | 'better' for another | s per search |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|")
-    for sc in chosen:
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for sc in chosen:  # one group at a time, each printed as it ends: a long run's finished rows are not lost
         for sampler in args.samplers:
+            started = time.perf_counter()
+            results = run(settings, [Task(sc, sampler, r) for r in range(counts[sampler])], args.workers)
+            cost = (time.perf_counter() - started) / counts[sampler]
             for rule in ("today", "lucb"):
                 out = results[(sc.name, sampler, rule)]
                 tokens = statistics.fmean(o.runs for o in out) * fitted.full / 1e6
                 shares = " | ".join(rate(getattr(o, f) for o in out) for f in ("right_pick", "better_true", "better_other"))
-                print(f"| {sc.name} | {sampler} | {rule} | {len(out)} | {tokens:.1f} | {shares} |", flush=True)
+                print(f"| {sc.name} | {sampler} | {rule} | {len(out)} | {tokens:.1f} | {shares} | {cost:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
