@@ -92,6 +92,13 @@ def make_sampler(config: StudyConfig, family: ScheduleFamily) -> optuna.samplers
     return DistinctSampler(base, family, config.seed)
 
 
+def family_space(family: ScheduleFamily) -> dict[str, BaseDistribution]:
+    """What `family.suggest` draws, by name: a FixedTrial answers suggest_* as a Trial does, and records them."""
+    probe = FixedTrial(family.params_for(next(family.enumerate())))
+    family.suggest(cast(optuna.Trial, probe))
+    return dict(probe.distributions)
+
+
 def taken_schedules(study: optuna.Study, seed: int) -> set[str]:
     """Schedules trained, training or queued at `seed`: proposing one again buys no new training run. Read from the
     whole study: under Hyperband a sampler is handed one bracket's view, and the other brackets' schedules are taken
@@ -145,9 +152,7 @@ class DistinctSampler(_Wrapper):
 
     def __init__(self, base: optuna.samplers.BaseSampler, family: ScheduleFamily, seed: int):
         self.base, self.family, self.seed = base, family, seed
-        probe = FixedTrial(family.params_for(next(family.enumerate())))
-        family.suggest(cast(optuna.Trial, probe))  # FixedTrial answers suggest_* as a Trial does, and records them
-        self.space: dict[str, BaseDistribution] = dict(probe.distributions)  # what `suggest` draws, by name
+        self.space = family_space(family)
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.space
@@ -249,9 +254,7 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         self.schedules = list(family.enumerate())
         self.names = [str(s) for s in self.schedules]
         self._random = optuna.samplers.RandomSampler(seed=seed)
-        probe = FixedTrial(family.params_for(self.schedules[0]))
-        family.suggest(cast(optuna.Trial, probe))
-        self.space: dict[str, BaseDistribution] = dict(probe.distributions)
+        self.space = family_space(family)
         self._layers = OneHotEncoder(categories=[family.counts] * family.n_layer, handle_unknown="ignore", sparse_output=False)
         self._layers.fit([[family.counts[0]] * family.n_layer])
         self._encoded = dict(zip(self.names, self._layers.transform([s.heads for s in self.schedules]), strict=True))
