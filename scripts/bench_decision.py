@@ -26,12 +26,12 @@ Arms: a sampler (`tpe`, `gp`, `random`, `additive`: the product's own, search.st
 the replicate) proposes schedules through Optuna's ask/tell, each told its simulated value at the search seed (0);
 uniform at the search seed is the first trial (enqueued, as the product's baseline). Then one of two confirmations:
 - today: uniform at BASELINE_SEEDS baseline seeds (0 and the next), `--search` proposals, then `confirm --top 5
-  --seeds 3`: the top 5 by paired mean and uniform on 3 fresh seeds;
+  --seeds 3`: the top 5 by the study's ranking and uniform on 3 fresh seeds;
 - lucb: uniform at the search seed, `--lucb-search` proposals, then LUCB to the control while a step fits in the
   budget (`--lucb-runs` in all) with `--lucb-fresh` pairs kept back: a fresh paired seed (uniform's run there first,
-  if missing) for the schedule with the lowest paired mean while it is <= 0, else for the one with the lowest 95%
+  if missing) for the study's best schedule while its estimate is <= 0, else for the one with the lowest 95%
   lower bound below 0 (search.analysis.blocked's contrast; unmeasured counts as unbounded); no such schedule ends
-  it. Then the pick is frozen (the lowest paired mean other than uniform) and it and uniform run `--lucb-fresh` new
+  it. Then the pick is frozen (the best by the ranking other than uniform) and it and uniform run `--lucb-fresh` new
   seeds. *Better* is tested on those alone: every seed a schedule ran before the freeze counts as one it was
   selected on.
 Both end with the product's verdict (search.analysis.verdict.decide, margin 0.01). A proposal of a schedule already
@@ -40,9 +40,10 @@ The sampler is told only the search seed's runs (uniform's baselines at other se
 confirmations share one search per sampler and replicate.
 
 Reported per arm and scenario: replicates, training tokens (mean; a complete run is 2.05 M), and with 95% Wilson
-intervals: how often the best by the study's ranking (the lowest paired mean, uniform when none is below 0) is the
-true best, how often "better" is claimed for the true best, and how often for another schedule; and the wall
-seconds per replicate (one search and both confirmations). Rows are printed as each (scenario, sampler) ends.
+intervals: how often the best by the study's ranking (paired means shrunk by their noise, search.analysis.blocked;
+uniform when none is below 0) is the true best, how often "better" is claimed for the true best, and how often
+for another schedule; and the wall seconds per replicate (one search and both confirmations). Rows are printed as
+each (scenario, sampler) ends.
 """
 
 from __future__ import annotations
@@ -198,14 +199,15 @@ def today(world: World, order: list[str], n_search: int) -> tuple[Runs, dict[str
 
 
 def lucb_target(runs: Runs) -> str | None:
-    """The schedule LUCB to the control samples next: the lowest paired mean while it is <= 0, else the lowest 95%
-    lower bound below 0 (unmeasured: unbounded); None when no schedule may still beat uniform."""
+    """The schedule LUCB to the control samples next: the study's best (its ranking: gaps shrunk by their noise) while
+    its estimate is <= 0, else the lowest 95% lower bound below 0 (unmeasured: unbounded); None when no schedule may
+    still beat uniform."""
     gaps = many_to_one(runs, UNIFORM).gaps
     if not gaps:
         return None
-    if gaps[0].paired_mean <= 0:
+    if gaps[0].estimate <= 0:
         return gaps[0].schedule
-    bounds = [(g.contrast.interval()[0] if g.contrast.measured else -math.inf, g.paired_mean, g.schedule) for g in gaps]
+    bounds = [(g.contrast.interval()[0] if g.contrast.measured else -math.inf, g.estimate, g.schedule) for g in gaps]
     low = min(bounds)
     return low[2] if low[0] < 0 else None
 
