@@ -191,9 +191,10 @@ GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a m
 
 
 class SearchSection(_Section):
-    sampler: Literal["tpe", "gp", "nsga2", "random", "grid"] = Field(
+    sampler: Literal["tpe", "gp", "nsga2", "random", "grid", "additive"] = Field(
         "tpe",
-        description="Optuna sampler that proposes schedules, seeded by the study seed; grid: every schedule once, in the family's order",
+        description="Optuna sampler that proposes schedules, seeded by the study seed; grid: every schedule once, in the family's "
+        "order; additive: a model of per-layer head counts with a share of random proposals (explore)",
     )
     pruner: Literal["hyperband", "successive-halving", "median", "none"] = Field(
         "hyperband", description="stops weak trials at rungs counted in training tokens; none: every trial trains to the end"
@@ -205,6 +206,9 @@ class SearchSection(_Section):
         "whose within-seed rank agreement with the final loss is reliably high in this study's own complete curves",
     )
     reduction_factor: int = Field(3, ge=2, le=100, description="hyperband, successive-halving: 1 in this many trials goes on at each rung")
+    explore: float = Field(
+        0.25, ge=0, le=1, description="additive: share of proposals drawn at random (so a winner the model ranks low is still found)"
+    )
     baseline_seeds: int = Field(3, ge=1, le=MAX_SEEDS, description="uniform baseline repeats with different seeds: the noise floor")
     max_failed_trials: int = Field(3, ge=0, le=10**6, description="stop the run after this many failed trials")
     prior_strength: float = Field(
