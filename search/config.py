@@ -511,20 +511,34 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
 
 
 def _field_loc(loc: tuple, keep_last: bool = False) -> tuple:
-    """`loc` without the union member tags pydantic appends ('constrained-int', "literal['auto']"): the path of
-    the field as the TOML file spells it. `keep_last`: an unknown field's own name."""
-    model: type[BaseModel] | None = StudyConfig
+    """`loc` without the union member tags pydantic appends ('constrained-int', "literal['auto']", a tagged
+    section's kind such as 'command'): the path of the field as the TOML file spells it. `keep_last`: an unknown
+    field's own name."""
+    models: list[type[BaseModel]] = [StudyConfig]
     out: list = []
     for i, part in enumerate(loc):
         if isinstance(part, int) or (keep_last and i == len(loc) - 1):
             out.append(part)
-        elif model is not None and part in model.model_fields:
+            continue
+        owner = next((m for m in models if part in m.model_fields), None)
+        if owner is not None:
             out.append(part)
-            annotation = model.model_fields[part].annotation
-            model = next((a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, BaseModel)), None)
-        else:
+            models = _models_in(owner.model_fields[part].annotation)
+        elif len(models) < 2:  # a scalar union's member tag, or past the models: the field's path ends here
             break
     return tuple(out)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's annotation holds: itself, an optional one, or a tagged union's members."""
+    found, stack = [], [annotation]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            found.append(a)
+        else:
+            stack.extend(get_args(a))
+    return found
 
 
 _KINDS = {"int_type": "an integer", "float_type": "a number", "bool_type": "a boolean", "string_type": "a string",

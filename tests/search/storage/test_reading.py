@@ -8,6 +8,7 @@ from optuna.trial import TrialState
 from search.analysis import stored_study, summarize
 from search.dashboard import Dashboard
 from search.storage import open_storage
+from search.storage.database import heartbeat_seconds
 from search.storage.records import stored_config
 from search.study import render
 from tests.search.dashboard.conftest import quickstart
@@ -53,7 +54,9 @@ def test_core_read_gives_optunas_trials_field_by_field_in_the_same_order(study_u
 
 @pytest.mark.parametrize("name", ["s", "two"])
 def test_summary_export_and_study_page_are_identical_to_the_ones_optunas_read_gives(study_url, name):
-    orm = optuna.load_study(study_name=name, storage=optuna.storages.RDBStorage(study_url, skip_table_creation=True))
+    heartbeat_s, grace_s = heartbeat_seconds()  # the product's, so both read the running trials alike
+    rdb = optuna.storages.RDBStorage(study_url, skip_table_creation=True, heartbeat_interval=heartbeat_s, grace_period=grace_s)
+    orm = optuna.load_study(study_name=name, storage=rdb)
     ours = stored_study(name, study_url)
     assert summarize(ours).to_dict() == summarize(orm).to_dict()
     config = stored_config(ours)

@@ -15,13 +15,13 @@ def test_default_is_prisms_own_trainer():
     [
         (
             {"argv": ["{python}", "t.py", "--heads", "{heads}", "--lr", "{lr}"]},
-            "argv: unknown placeholder {lr}; use {schedule}",
+            "trainer.argv: unknown placeholder {lr}; use {schedule}",
         ),
         ({"argv": ["{python}", "t.py", "--seed", "{seed}"]}, "the command is never told the schedule; pass {heads}"),
         ({"argv": ["no-such-trainer-here", "{heads}"]}, "argv[0] 'no-such-trainer-here': no such executable"),
         ({"argv": ["./missing.sh", "{heads}"]}, "argv[0] './missing.sh': no such executable"),
-        ({"cwd": "/no/such/folder"}, "trainer.command.cwd: '/no/such/folder' is not a folder"),
-        ({"time_limit_s": "60"}, "trainer.command.time_limit_s: Input should be a valid number"),
+        ({"cwd": "/no/such/folder"}, "trainer.cwd: '/no/such/folder' is not a folder"),
+        ({"time_limit_s": "60"}, 'trainer.time_limit_s: "60" is a string where a number is expected'),
         ({"kind": "lightning"}, "trainer: kind must be 'prism', 'command' or 'python'"),
         ({"kind": "python", "function": "no_such_module:run"}, "no module 'no_such_module' on sys.path"),
         ({"kind": "python", "function": "train_gpt:nope", "path": [str(EXAMPLE)]}, "train_gpt.py defines no 'nope'"),
