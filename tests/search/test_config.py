@@ -82,7 +82,11 @@ def test_missing_file_and_bad_toml(tmp_path):
 @pytest.mark.parametrize(
     "search, space, message",
     [
-        ({"sampler": "cmaes"}, {}, r"search.sampler: 'cmaes' is not valid; input should be 'tpe', 'gp', 'nsga2', 'random', 'grid' or 'additive'"),
+        (
+            {"sampler": "cmaes"},
+            {},
+            r"search.sampler: 'cmaes' is not valid; input should be 'tpe', 'gp', 'nsga2', 'random', 'grid' or 'additive'",
+        ),
         ({"pruner": "asha"}, {}, r"search.pruner: 'asha' is not valid"),
         ({}, {"family": "ramp+late", "late_zone": [0.7, 0.8]}, r"space.family='ramp\+late': late zone 0.7-0.8 holds no layer of n_layer=6"),
         ({}, {"late_zone": [0.9, 0.5]}, r"space.late_zone: \[0.9, 0.5\] must satisfy 0 < start <= end < 1"),
