@@ -598,7 +598,9 @@ def _shown(value: Any) -> str:
     return f"{text[: ECHO_CHARS - 20]}... ({length:,} characters)"
 
 
-_LONG_QUOTED = re.compile(rf"""(['"])([^'"]{{{ECHO_CHARS + 1},}})\1""")
+# a quoted token: its opening quote starts a word and its closing one ends it, so the text between two quoted
+# values ("'a': /a/long/path defines no 'b'") is never read as one
+_LONG_QUOTED = re.compile(rf"""(?<![\w'"])(['"])([^'"]{{{ECHO_CHARS + 1},}})\1(?!\w)""")
 
 
 def _cut_quoted(message: str) -> str:

@@ -171,3 +171,13 @@ def test_an_experiment_that_would_run_anything_but_its_pairs_is_refused(data, me
     with pytest.raises(ConfigError, match=message) as e:
         parse_config(data)
     assert "\n" not in str(e.value)
+
+
+def test_only_a_long_quoted_value_is_cut_never_the_text_between_two_quoted_values():
+    from search.config import _cut_quoted
+
+    path = "/tmp/" + "x" * 80 + "/train_gpt.py"
+    between = f"function 'train_gpt:nope': {path} defines no 'nope'; fix the name after the ':'"
+    assert _cut_quoted(between) == between
+    long = "name: '" + "a" * 5000 + "' is not a plain name"
+    assert _cut_quoted(long).endswith("...' (5,000 characters) is not a plain name") and len(_cut_quoted(long)) < 120
