@@ -211,7 +211,7 @@ def test_racing_study_is_interrupted_resumes_and_ends_with_every_race_run_stored
     lines = []
     for line in proc.stdout:  # interrupt once a race run has started
         lines.append(line)
-        if "(race)" in line:
+        if "(race, seed " in line:  # a race run says its seed
             proc.send_signal(signal.SIGINT)
             break
     out = "".join(lines) + proc.communicate(timeout=120)[0]

@@ -92,7 +92,8 @@ def test_command_study_prunes_fails_is_interrupted_resumes_and_ends_with_a_verdi
     pruned = [t for t in study.trials if t.state == TrialState.PRUNED and t.user_attrs["schedule"] == STALLED]  # others may be too
     assert len(pruned) == 1, trials
     assert not alive(pruned[0].user_attrs["worker"]["trainer_pid"])
-    report = (tmp_path / "runs" / "own-trainer" / f"trial-{pruned[0].number:05d}" / "report.jsonl").read_text().splitlines()
+    folder = tmp_path / "runs" / f"own-trainer-{study.user_attrs['prism.study_uid']}"  # the study's own folder: NAME-UID
+    report = (folder / f"trial-{pruned[0].number:05d}" / "report.jsonl").read_text().splitlines()
     assert json.loads(report[-1])["event"] == "eval"  # stopped before its end: the process was ended, then gone
     failed = [t for t in study.trials if t.state == TrialState.FAIL and t.user_attrs.get("schedule") == FAILING]
     assert (
