@@ -109,7 +109,7 @@ def test_command_study_prunes_fails_is_interrupted_resumes_and_ends_with_a_verdi
     assert status.returncode == 0 and status.stdout.startswith("own-trainer: "), status.stdout + status.stderr  # the verdict first
     assert "gap to uniform" in status.stdout and "failed trial" in status.stdout, status.stdout
     as_json = subprocess.run([sys.executable, "-m", "search.cli", "status", "own-trainer", "--storage", url, "--json"], **RUN)
-    (shown,) = json.loads(as_json.stdout)[0]["failed_trials"]
+    (shown,) = json.loads(as_json.stdout)["failed_trials"]  # a named study: its one object
     assert (
         f"trial {failed[0].number} {FAILING} seed 0: TrainerError" in shown
         and "CUDA out of memory (simulated by the test's wrapper)" in shown
