@@ -2,16 +2,14 @@
 named and left out, never the end of the command (real SQLite, the real CLI)."""
 
 import json
-import sys
 
 import optuna
-import pytest
 
 import search.attrs
-from search.cli import main
 from search.config import parse_config
 from search.dashboard.views import study_view
 from search.storage.records import PREFIX_KINDS, TRIAL_ATTR_KINDS, malformed
+from tests.search.dashboard.test_cli import cli
 from tests.search.synthetic import synthetic_study
 
 # the names in search.attrs that are no trial attr a reader reads: study attrs, values of `role` and `source`,
@@ -31,14 +29,6 @@ def _wrong(key: str):
     """A value of another kind than `key`'s writer stores."""
     check = (TRIAL_ATTR_KINDS.get(key) or next(k for p, k in PREFIX_KINDS.items() if key.startswith(p)))[1]
     return next(v for v in ("oops", {"a": 1}, 3.5, [1, 2]) if not check(v))
-
-
-def cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["prism-search", *args])
-    with pytest.raises(SystemExit) as done:
-        main()
-    out = capsys.readouterr()
-    return done.value.code, out.out, out.err
 
 
 def test_every_trial_attr_the_product_reads_has_a_kind_it_is_checked_against():
