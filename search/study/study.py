@@ -95,7 +95,7 @@ class Study:
             The study; nothing is stored until `run`.
 
         Raises:
-            ConfigError: the file cannot be read or its name is missing.
+            ConfigError: the file cannot be read, or its `storage` is no URL.
         """
         if isinstance(config, StudyConfig):
             return cls(config.name, storage or config.storage, raw=config.model_dump(), source=f"config of {config.name!r}", config=config)
@@ -103,8 +103,10 @@ class Study:
         raw = read_toml(path)
         name = raw.get("name")
         url = storage or raw.get("storage") or DEFAULT_STORAGE
+        if not isinstance(url, str):  # the parse would see the study's storage in its place: it names the field now
+            parse_config(raw, str(path))
         # an unparsed config: its errors (a missing name too) come from the one parse, when the study is used
-        return cls(name if isinstance(name, str) else "", url if isinstance(url, str) else DEFAULT_STORAGE, raw=raw, source=str(path))
+        return cls(name if isinstance(name, str) else "", url, raw=raw, source=str(path))
 
     @classmethod
     def load(cls, name: str, *, storage: str | None = None) -> Study:

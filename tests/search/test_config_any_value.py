@@ -101,6 +101,15 @@ def test_a_list_or_table_where_a_number_is_declared_is_one_line(path, value, tmp
     assert err.startswith("error: bad.toml") and f" {'.'.join(path)}: " in err and "(fix: " in err, err
 
 
+@pytest.mark.parametrize("text", ['[{"a" = [0]}]', "5", "{a = 1}"])
+def test_a_storage_that_is_no_url_is_refused_not_replaced_by_the_default(text, tmp_path, monkeypatch, capsys):
+    """The study's storage once stood in for a bad one in the parse: `run` then trained in the default database."""
+    (tmp_path / "bad.toml").write_text(f'name = "x"\nstorage = {text}\n')
+    code, out, err = run_cli(monkeypatch, capsys, tmp_path, "run", "bad.toml")
+    assert code == 2 and err.startswith("error: bad.toml: storage: ") and err.count("\n") == 1, (code, out, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"]
+
+
 @pytest.mark.parametrize("text", ['"yes"', '"true"', "1", "0.0", "[true]"])
 def test_a_boolean_setting_takes_only_a_boolean(text):
     with pytest.raises(ConfigError) as info:
