@@ -1,3 +1,4 @@
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,11 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z"
+
+
+def gone_within(pid: int, seconds: float = 10) -> bool:
+    """Whether `pid` exits within `seconds`: a process killed with its group, or orphaned, dies moments later."""
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)

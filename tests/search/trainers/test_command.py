@@ -12,7 +12,7 @@ import pytest
 from search.runner.messages import Evaluated, Finished
 from search.trainers import CommandSession, TrainerError
 from search.trainers._base import NotNeutral, ProtocolError, TrainerTimeout
-from tests.search.trainers.conftest import alive, spec_for
+from tests.search.trainers.conftest import alive, gone_within, spec_for
 
 START = '{"event": "start", "n_params": 100}'
 EVAL = '{"event": "eval", "step": 10, "tokens": 1280, "val_loss": 3.5}'
@@ -86,11 +86,7 @@ def test_stop_ends_the_whole_process_group(example_config, tmp_path):
     assert isinstance(session.advance(), Evaluated) and alive(child)
     finished = session.stop()
     assert isinstance(finished, Finished) and finished.result.stopped_early and finished.result.curve[-1].step == 10
-    assert not alive(started.where["trainer_pid"])  # waited for; its child, killed with the group, dies moments later
-    deadline = time.monotonic() + 10
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(child)
+    assert not alive(started.where["trainer_pid"]) and gone_within(child)  # the trainer was waited for, its child not
 
 
 def test_a_dead_worker_leaves_no_trainer_behind(example_config, tmp_path):
@@ -108,11 +104,7 @@ def test_a_dead_worker_leaves_no_trainer_behind(example_config, tmp_path):
     worker = subprocess.run(
         [sys.executable, "-c", code], input=pickle.dumps(spec_for(config, "4x3", baseline=False)), capture_output=True, check=False
     )
-    pid = int(worker.stdout.decode().split()[0])
-    deadline = time.monotonic() + 10
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(pid)
+    assert gone_within(int(worker.stdout.decode().split()[0]))
 
 
 def test_a_schedule_with_another_parameter_count_is_refused(example_config):
