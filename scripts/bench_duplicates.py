@@ -10,10 +10,10 @@ to the most at the last, plus 0.01 x seed, so TPE has a deterministic surface to
 
     before: served duplicates count as trials: the study stops at n_trials finished trials.
     after:  served duplicates are told to the sampler but not counted: the study stops at n_trials trained trials,
-            or when search.analysis.budget says the space is exhausted.
+            or when the stop rule (search.study.policy.exhaustion) says the space is exhausted.
 
 Printed per seed and on average: served duplicates / trials asked, distinct schedules trained, the longest run of
-served duplicates in a row (what search.analysis.budget.duplicate_cap must stay above). Then, for a ramp space, the
+served duplicates in a row (what search.study.policy.duplicate_cap must stay above). Then, for a ramp space, the
 served-duplicate rate (after) of two other encodings of the same space, to see whether the encoding is to blame:
 `ordered` draws each switch from the previous one up to L (one vector per schedule, but the ranges vary per trial),
 `index` draws the schedule's position in the family's enumeration (one fixed-range integer).
@@ -32,13 +32,14 @@ from pathlib import Path
 import optuna
 
 from prism import Schedule
-from search.analysis.budget import budget, exhausted
+from search.analysis.budget import budget
 from search.config import StudyConfig, load_config
 from search.families import RampFamily, ScheduleFamily
 from search.runner.cache import copy_result, find_original
 from search.runner.driver import trial_schedule
 from search.storage.records import schedule_attrs
 from search.study import open_study
+from search.study.policy import Exhausted, exhausted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,11 +76,11 @@ class Run:
     served: int
     distinct: int
     longest_streak: int
-    stopped: str | None
+    stopped: Exhausted | None
 
 
 def simulate(config: StudyConfig, family: ScheduleFamily, count_served: bool) -> Run:
-    """Ask, serve or 'train', tell, until the stop rule: n_trials finished (count_served) or search.analysis.budget's."""
+    """Ask, serve or 'train', tell, until the stop rule: n_trials finished (count_served) or the stop rule's."""
     study = open_study(config, optuna.storages.InMemoryStorage(), "synthetic").study
     streak = longest = 0
     while True:
@@ -120,7 +121,7 @@ def main() -> None:
         rows.append((before, after))
         print(
             f"{seed:>4}  {before.served:>9}/{before.asked:<10}  {before.distinct:>8}  {after.served:>9}/{after.asked:<10}  "
-            f"{after.distinct:>8}  {after.longest_streak:>11}" + (f"  {after.stopped}" if after.stopped else "")
+            f"{after.distinct:>8}  {after.longest_streak:>11}" + (f"  {after.stopped.text()}" if after.stopped else "")
         )
     for label, runs in (("before", [r[0] for r in rows]), ("after", [r[1] for r in rows])):
         rate = statistics.fmean(r.served / r.asked for r in runs)

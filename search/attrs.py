@@ -48,7 +48,7 @@ ROLE_BASELINE = "baseline"  # the uniform schedule: every gap is paired with it
 ROLE_SEARCH = "search"  # sampled or queued by the search; the default of a trial without a role
 ROLE_REFERENCE = "reference"
 ROLE_CONFIRM = "confirm"  # `prism-search confirm`: fresh seeds, never ranked
-ROLE_RACE = "race"  # a schedule run again on another paired seed by racing (search.analysis.racing)
+ROLE_RACE = "race"  # a schedule run again on another paired seed by racing (search.study.policy.racing)
 
 SOURCE_PRIOR = "prior"  # a SOURCE: queued from the study's prior (search.study.lifecycle)
 

@@ -115,12 +115,12 @@ FORBIDDEN = {
     # into the progress protocol it defines (search.runner.progress)
     "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study", "search.analysis.stats"),
     "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
-    # the dashboard reads analysis and storage (plus config), never what writes or trains
+    # the dashboard reads analysis and storage (plus config) and where a study's policies stand (search.study's
+    # face: test_the_dashboard_reads_the_study_only_through_its_face), never what writes or trains
     "search.dashboard": (
         "search.cli",
         "search.priors",
         "search.runner",
-        "search.study",
         "search.families",
         "search.cli.progress",
         "search.tracking",
@@ -220,6 +220,18 @@ def _past_the_faces(tree: ast.AST) -> list[str]:
 def test_the_cli_reaches_each_part_through_its_face():
     """No deep or private module, no storage, runner, Optuna or SQLAlchemy: the CLI's imports say what it may touch."""
     wrong = _past_the_faces(ast.parse((ROOT / "search" / "cli" / "__init__.py").read_text()))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_dashboard_reads_the_study_only_through_its_face():
+    """search.study's face (its __all__), never one of its modules: the modules that train and write sit behind it."""
+    face = _public("search.study")
+    wrong = sorted(
+        f"{path.relative_to(ROOT)} imports {imported}"
+        for path in (ROOT / "search" / "dashboard").rglob("*.py")
+        for imported in _imports(path)
+        if _inside(imported, "search.study") and imported != "search.study" and imported.removeprefix("search.study.") not in face
+    )
     assert not wrong, "\n".join(wrong)
 
 

@@ -7,7 +7,7 @@ storage are named but never read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import optuna
 
@@ -38,14 +38,17 @@ class Summarised(Protocol):
     def summary(self) -> Summary: ...
 
 
-def summaries(studies: Sequence[Summarised]) -> tuple[list[Summary], dict[str, str]]:
-    """Each study's summary, and why each study that cannot be summarised cannot (by name; its stored config fails
-    validation): one bad study never hides the others. A damaged database (StorageError) is every study's problem,
-    and is raised."""
+S = TypeVar("S", bound=Summarised)
+
+
+def summaries(studies: Sequence[S]) -> tuple[list[tuple[S, Summary]], dict[str, str]]:
+    """Each study with its summary, and why each study that cannot be summarised cannot (by name; its stored config
+    fails validation): one bad study never hides the others. A damaged database (StorageError) is every study's
+    problem, and is raised."""
     good, bad = [], {}
     for study in studies:
         try:
-            good.append(study.summary())
+            good.append((study, study.summary()))
         except ConfigError as e:
             bad[study.name] = str(e)
     return good, bad

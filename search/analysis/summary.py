@@ -20,11 +20,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search import jsonout
 from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
-from search.analysis.budget import budget, exhausted
+from search.analysis.budget import budget
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
 from search.analysis.forecast import Cost, study_deciding_cost
-from search.analysis.racing import Racing
 from search.analysis.scored import not_finite, scored
 from search.analysis.sequential import experiment_verdict, plan_of
 from search.analysis.sequential import state as experiment_state
@@ -135,7 +134,6 @@ class Summary:
     duplicates: int = 0  # trials served by the duplicate cache
     trained: int = 0  # finished trials of the search that trained: what n_trials counts (search.analysis.budget)
     confirmation_runs: int = 0  # finished confirmation runs that trained, apart from n_trials
-    exhausted: str | None = None  # why the study stopped short of n_trials, when the space ran out
     confirmation: list[ConfirmationRow] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
     failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
@@ -147,7 +145,6 @@ class Summary:
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     mixed_seeds: list[int] = field(default_factory=list)  # seeds whose runs were trained on more than one kind of it
     pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
-    race: dict[str, str] = field(default_factory=dict)  # racing studies: where each schedule stands in the race
     # a pre-registered experiment: each look read so far (None: not an experiment); nothing was selected in one,
     # and its next pairs come from `resume`
     looks: list[str] | None = None
@@ -539,11 +536,9 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         duplicates=done.served,
         trained=done.searched,
         confirmation_runs=done.confirmation,
-        exhausted=exhausted(done, config.family, config.n_trials) if done.searched < config.n_trials else None,
         confirmation=confirmation_rows(trials, baseline),
         fidelity=rung_agreement,
         pruning_from=_pruning_text(rung_agreement, config, len(curves)),
-        race=Racing(config).race(trials).standing if config.search.racing else {},
         failed_runs=[
             f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
             for (role, schedule, seed), t in failed_for_good(trials).items()

@@ -26,7 +26,7 @@ from search.urls import mask_url
 
 if TYPE_CHECKING:
     from search.analysis import Cost, Forecast, Summary
-    from search.study import Study
+    from search.study import Standing, Study
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 # markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
@@ -70,12 +70,12 @@ def _train(study: Study, method: str, **how) -> None:
         else:
             advice = f"interrupted before study {study.name!r} was created: nothing was stored; run it again to start it"
         raise _Interrupted(advice) from interrupt
-    _print_summary(summary, study.wall_s)
+    _print_summary(summary, study.wall_s, study.standing())
 
 
-def _print_summary(s: Summary, wall_s: float | None) -> None:
-    """The verdict first, then the study table (the schedules' gaps to uniform, references, rung fidelity), the
-    confirmation table and the warnings."""
+def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None = None) -> None:
+    """The verdict first, then the study table (the schedules' gaps to uniform, references, rung fidelity, where
+    the policies stand), the confirmation table and the warnings."""
     from search.analysis import MIN_CURVES, tokens_text
 
     console.print(Text(f"{s.name}: {s.verdict.text()}"), soft_wrap=True)
@@ -83,8 +83,8 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
     counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
     confirmation = f", + {s.confirmation_runs} confirmation runs" if s.confirmation_runs else ""
     table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials}{confirmation})")
-    if s.exhausted:
-        table.add_row("stopped early", s.exhausted)
+    if standing and standing.stopped:
+        table.add_row("stopped early", standing.stopped.text())
     seeds = len(s.best_seeds) > 1
     table.add_row(f"{s.best_label} schedule", f"{s.best_schedule} ({s.best_how}; trial {s.best_number})" if s.best_schedule else "-")
     table.add_row(f"{s.best_label} val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
@@ -132,8 +132,8 @@ def _print_summary(s: Summary, wall_s: float | None) -> None:
         table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung.text())
     if s.pruning_from:
         table.add_row("pruning starts", s.pruning_from)
-    for schedule, standing in s.race.items():
-        table.add_row(f"race {schedule}", standing)
+    for schedule, position in standing.race.standing.items() if standing and standing.race else ():
+        table.add_row(f"race {schedule}", position.text())
     for number, look in enumerate(s.looks or [], 1):
         table.add_row(f"look {number}", look)
     if s.deciding:
@@ -237,15 +237,17 @@ def status(
 
     url = storage or DEFAULT_STORAGE
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
-    found, unreadable = ([studies[0].summary()], {}) if name else summaries(studies)  # unreadable: named, not fatal
+    found, unreadable = ([(studies[0], studies[0].summary())], {}) if name else summaries(studies)  # unreadable: named, not fatal
     if as_json:  # a named study: its one object; else a list of every study's, and each unreadable one's reason
-        listed = [s.to_dict() for s in found] + [{"name": n, "error": why} for n, why in unreadable.items()]
+        listed = [s.to_dict() | study.standing().to_dict() for study, s in found] + [
+            {"name": n, "error": why} for n, why in unreadable.items()
+        ]
         print(json_text(listed[0] if name else listed, indent=2))
         return
     if not studies:
         console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
-    for summary in found:
-        _print_summary(summary, None)
+    for study, summary in found:
+        _print_summary(summary, None, study.standing())
     for bad, why in unreadable.items():
         err.print(f"study {bad} left out: {why}", soft_wrap=True, highlight=False, markup=False)
     if plain:

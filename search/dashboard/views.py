@@ -44,6 +44,7 @@ from search.config import StudyConfig
 from search.errors import ConfigError, PrismSearchError
 from search.storage import scratch_study, trial_id
 from search.storage.records import readable, stored_config
+from search.study import Standing, standing
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,7 @@ class StudyView:
     rows: list[TrialRow]
     config: StudyConfig | None  # None for a plain Optuna study not created by prism-search
     summary: Summary | None
+    standing: Standing | None  # where the study's policies stand (None with no prism-search config)
     metric_names: list[str]
     stamp: str  # changes whenever a trial starts, reports, finishes or fails: the page reloads on change
     config_error: str | None = None  # the stored prism-search config exists but this version cannot read it
@@ -106,8 +108,9 @@ class StudyView:
             return "running"
         if self.summary is None:  # a plain Optuna study has no target
             return "finished"
-        # n_trials counts trained trials (search.analysis.budget); a study whose space ran out is done too
-        return "finished" if self.summary.trained >= self.summary.n_trials or self.summary.exhausted else "stopped"
+        # n_trials counts trained trials (search.analysis.budget); a study a policy stopped (its space ran out) is done too
+        stopped = self.standing is not None and self.standing.stopped is not None
+        return "finished" if self.summary.trained >= self.summary.n_trials or stopped else "stopped"
 
     def row(self, number: int) -> TrialRow | None:
         if 0 <= number < len(self.rows) and self.rows[number].number == number:
@@ -260,6 +263,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         rows=rows,
         config=config,
         summary=summary,
+        standing=standing(trials, config) if config is not None else None,
         metric_names=names,
         stamp=change_stamp or stamp(trials),
         config_error=config_error,

@@ -24,7 +24,7 @@ import sqlalchemy
 from optuna.trial import TrialState
 
 from prism import EvalPoint, Schedule, TrainResult
-from search.analysis.budget import Budget, budget, exhausted
+from search.analysis.budget import Budget, budget
 from search.attrs import (
     ATTEMPT,
     ATTR_CHECKPOINT_ERROR,
@@ -128,11 +128,19 @@ class Stopping(Protocol):
     def should_stop(self, trial: optuna.Trial, point: EvalPoint) -> bool: ...
 
 
-class RacePolicy(Protocol):
-    """Decides between trials which schedules to run again on which paired seeds; the study picks it
-    (search.analysis.racing)."""
+class Reason(Protocol):
+    def text(self) -> str: ...
+
+
+class BetweenTrials(Protocol):
+    """A rule the driver asks between trials: which (schedule, seed) runs to queue next, and whether the study must
+    stop short of its target; the study picks them (search.study.policy)."""
+
+    name: str
 
     def next_runs(self, trials: Sequence[optuna.trial.FrozenTrial]) -> list[tuple[str, int]]: ...
+
+    def stop(self, done: Budget) -> Reason | None: ...
 
 
 class Driver:
@@ -142,12 +150,12 @@ class Driver:
         progress: StudyProgress | None = None,
         *,
         stopping: Stopping,
-        racing: RacePolicy | None = None,
+        policies: Sequence[BetweenTrials] = (),
         session_cls: type | None = None,  # what each worker runs (default: the [trainer]'s); benchmarks pass a no-compute one
     ):
         self.ctx = ctx
         self.study, self.config, self.family = ctx.study, ctx.config, ctx.family
-        self.stopping, self.racing = stopping, racing
+        self.stopping, self.policies = stopping, policies
         self.progress = progress
         self.failures = 0
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
@@ -157,7 +165,7 @@ class Driver:
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
-        self.exhausted: str | None = None  # why the study stopped short of its target (search.analysis.budget)
+        self.stopped: Reason | None = None  # why a policy stopped the study short of its target
         self._study_uid = self._db(study_uid, self.study)  # names its checkpoints (search.runner.checkpoints)
 
     # -- the database, always through retries ----------------------------------------------------------
@@ -221,17 +229,22 @@ class Driver:
         ahead = budget((t for t in self._db(self.study.get_trials, deepcopy=False) if t.number < trial.number), self.config.seed)
         return ahead.trained + ahead.running >= target
 
-    def _race(self, target: int) -> None:
-        """Queue the race runs racing asks for (role race, the seed they run), as many as the target has room for:
-        queued trials are asked before the sampler, so they run first."""
-        assert self.racing is not None
+    def _queue_next(self, target: int) -> Budget:
+        """Queue the runs the policies ask for (role race, the seed they run), as many as the target has room for:
+        queued trials are asked before the sampler, so they run first. Returns the study's budget after."""
         trials = self._db(self.study.get_trials, deepcopy=False)
         b = budget(trials, self.config.seed)
-        runs = self.racing.next_runs(trials)[: max(0, target - b.trained - b.running - b.waiting)]
-        for schedule, seed in runs:
-            self._db(enqueue, self.study, self.family, Schedule.parse(schedule), role=ROLE_RACE, seed=seed)
-        if runs and self.progress:
-            self.progress.note("racing: queued " + ", ".join(f"{schedule} at seed {seed}" for schedule, seed in runs))
+        room = max(0, target - b.trained - b.running - b.waiting)
+        queued = False
+        for policy in self.policies:
+            runs = policy.next_runs(trials)[:room] if room else []
+            for schedule, seed in runs:
+                self._db(enqueue, self.study, self.family, Schedule.parse(schedule), role=ROLE_RACE, seed=seed)
+            if runs and self.progress:
+                self.progress.note(f"{policy.name}: queued " + ", ".join(f"{schedule} at seed {seed}" for schedule, seed in runs))
+            room -= len(runs)
+            queued = queued or bool(runs)
+        return self._budget() if queued else b
 
     def _ask(self) -> optuna.Trial:
         """A new trial, known to this driver before Ctrl-C or SIGTERM can act: one that landed inside `ask` (after the
@@ -398,17 +411,17 @@ class Driver:
             self._handle(ref)
         self._heartbeat()
 
-    def _check_exhausted(self, b: Budget) -> bool:
-        """Sets `exhausted` (and says so once) when the sampler can give no new schedule."""
-        said = self.exhausted
-        self.exhausted = exhausted(b, self.family, self.config.n_trials)
-        if self.exhausted and not said and self.progress:
-            self.progress.note(self.exhausted)
-        return self.exhausted is not None
+    def _check_stop(self, b: Budget) -> bool:
+        """Sets `stopped` (and says so once) when a policy ends the study short of its target."""
+        said = self.stopped
+        self.stopped = next((why for policy in self.policies if (why := policy.stop(b)) is not None), None)
+        if self.stopped and not said and self.progress:
+            self.progress.note(self.stopped.text())
+        return self.stopped is not None
 
     def run(self, target: int, n_workers: int, queued_only: bool = False) -> None:
         """Run trials until the study has `target` trained trials (served duplicates do not count), counting every
-        driver's, or until the space is exhausted (search.analysis.budget). A grid study's caller caps `target` at
+        driver's, or until a policy stops it (the space is exhausted: search.study.policy). A grid study's caller caps `target` at
         what its walk can reach (search.study.samplers.reachable_target). `queued_only`: train the queued trials and
         never ask the sampler (an experiment's pairs, search.study.experiment), so a failed run leaves a gap rather
         than a sampled stranger."""
@@ -419,16 +432,14 @@ class Driver:
                 if not self.idle and self.in_flight:  # nothing to dispatch: skip the count (a full read of the study)
                     self._wait_and_handle()
                     continue
-                if self.racing:
-                    self._race(target)
-                b = self._budget()
+                b = self._queue_next(target)
                 running, streak, waiting = b.running, b.streak, b.waiting
                 while (
                     self.idle
                     and b.trained + running < target
                     and (waiting > 0 or not queued_only)
                     and not self._too_many_failures()
-                    and not self._check_exhausted(replace(b, streak=streak))
+                    and not self._check_stop(replace(b, streak=streak))
                 ):
                     worker = self.idle.pop()
                     outcome = self._dispatch(worker, target)
@@ -442,7 +453,7 @@ class Driver:
                         streak += 1
                 if not self.in_flight:
                     stuck = queued_only and waiting <= 0  # nothing queued is left to train
-                    if running == 0 or stuck or b.trained >= target or self._too_many_failures() or self.exhausted:
+                    if running == 0 or stuck or b.trained >= target or self._too_many_failures() or self.stopped:
                         break
                     time.sleep(1.0)  # another driver's trials are running: wait for them (or for them to go stale)
                     self._heartbeat()

@@ -13,6 +13,7 @@ from search.study.export import SCHEDULE_FORMATS, render, render_schedule
 from search.study.failures import database_failure
 from search.study.lifecycle import StudyInterrupted, confirm, execute, narrow_sampler, prior_from_baseline, seed_study
 from search.study.planning import forecast_study
+from search.study.policy import Standing, standing
 from search.study.pruning import OptunaPruning, RungStopping, make_pruner, make_stopping
 from search.study.samplers import PriorSampler, ScheduleGridSampler, make_sampler
 from search.study.single import SingleRun, TrainOverrides, analyze, resolve, train_single
@@ -26,6 +27,7 @@ __all__ = [
     "RungStopping",
     "ScheduleGridSampler",
     "SingleRun",
+    "Standing",
     "Study",
     "StudyInterrupted",
     "StudyProgress",
@@ -48,6 +50,7 @@ __all__ = [
     "resolve",
     "run_confirmation",
     "seed_study",
+    "standing",
     "top_schedules",
     "train_single",
 ]

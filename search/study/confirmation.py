@@ -21,6 +21,7 @@ from search.config import StudyConfig
 from search.errors import PrismSearchError
 from search.runner.context import StudyContext
 from search.storage.records import enqueue
+from search.study.policy import StopWhenExhausted
 from search.study.pruning import make_stopping
 
 CONFIRM_SEED_OFFSET = 1000
@@ -72,7 +73,8 @@ def run_confirmation(ctx: StudyContext, top: int, seeds: int, n_workers: int, pr
 
     requeue_stale_trials(ctx)  # runs of a stopped `confirm` (or run) whose driver died are queued again
     queued = plan(ctx, top, seeds)
-    driver = Driver(ctx, progress, stopping=make_stopping(ctx))
+    # the stop rule still holds: once the queue is trained, a failed run's place must not make it ask a spent sampler forever
+    driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=[StopWhenExhausted(ctx.family, ctx.config.n_trials)])
     # running trials count: a dead driver's whose heartbeat is not stale yet is queued again while this one
     # runs, and its retry must train too
     done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed)

@@ -20,8 +20,7 @@ import optuna
 from optuna.trial import TrialState
 
 from prism import Schedule
-from search.analysis.budget import budget, exhausted
-from search.analysis.racing import Racing
+from search.analysis.budget import budget
 from search.analysis.sequential import plan_of
 from search.analysis.stored import is_stored
 from search.analysis.summary import ConfirmationRow, paired_baseline
@@ -38,6 +37,7 @@ from search.storage.records import enqueue
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import enqueue_missing_baselines, open_study, reopen_study, store_config
 from search.study.experiment import current, run_experiment
+from search.study.policy import StopWhenExhausted, first_stop, search_policies
 from search.study.pruning import make_stopping
 from search.study.samplers import narrowed, reachable_target
 
@@ -149,9 +149,10 @@ def _drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, p
     if plan is not None and (decided := current(study, config, plan)).next_seed is None:
         progress.note(f"experiment {config.name} has ended: {decided.text()}; nothing to run")
         return study, None
-    full = exhausted(done, ctx.family, config.n_trials)
+    policies = search_policies(config, ctx.family)
+    full = first_stop(policies, done)
     if plan is None and (done.searched >= config.n_trials or full):
-        why = f" ({full})" if full and done.searched < config.n_trials else ""
+        why = f" ({full.text()})" if full and done.searched < config.n_trials else ""
         progress.note(f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run")
         return study, None
     workers = config.resources.workers
@@ -164,8 +165,7 @@ def _drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, p
                 run_experiment(ctx, plan, progress)
                 return study, time.monotonic() - started
             _seed_with_prior(ctx, prior, progress)
-            racing = Racing(config) if config.search.racing else None
-            driver = Driver(ctx, progress, stopping=make_stopping(ctx), racing=racing)
+            driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=policies)
             # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
             driver.run(reachable_target(study, config.n_trials + done.confirmation), workers)
     finally:
@@ -219,7 +219,8 @@ def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress: StudyProgr
     config = ctx.config
     match prior:
         case AutoPrior() if not is_seeded(ctx.study):
-            baselines = Driver(replace(ctx, config=keeping_checkpoints(config)), progress, stopping=make_stopping(ctx))
+            stop_rule = [StopWhenExhausted(ctx.family, config.n_trials)]
+            baselines = Driver(replace(ctx, config=keeping_checkpoints(config)), progress, stopping=make_stopping(ctx), policies=stop_rule)
             baselines.run(config.search.baseline_seeds, config.resources.workers)
             audited = prior_from_baseline(ctx)
             progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in audited['schedules'])}")

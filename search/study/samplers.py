@@ -32,8 +32,6 @@ import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import FixedTrial, FrozenTrial, TrialState
-from sklearn.linear_model import BayesianRidge
-from sklearn.preprocessing import OneHotEncoder
 
 from prism import Schedule
 from search.attrs import GRID_INDEX, SCHEDULE, SEED
@@ -255,6 +253,8 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
         self.names = [str(s) for s in self.schedules]
         self._random = optuna.samplers.RandomSampler(seed=seed)
         self.space = family_space(family)
+        from sklearn.preprocessing import OneHotEncoder  # sklearn loads for this sampler only: status and the dashboard import search.study
+
         self._layers = OneHotEncoder(categories=[family.counts] * family.n_layer, handle_unknown="ignore", sparse_output=False)
         self._layers.fit([[family.counts[0]] * family.n_layer])
         self._encoded = dict(zip(self.names, self._layers.transform([s.heads for s in self.schedules]), strict=True))
@@ -309,6 +309,8 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
                 [self._encoded[str(s)] if str(s) in self._encoded else self._layers.transform([s.heads])[0] for s, _ in items]
             )
             return np.hstack([layers, np.array([seed for _, seed in items])[:, None] == seeds[None, :]])
+
+        from sklearn.linear_model import BayesianRidge
 
         model = BayesianRidge().fit(rows([(s, seed) for s, seed, _ in observed]), [y for *_, y in observed])
         mean, sd = model.predict(rows([(s, self.seed) for s in candidates]), return_std=True)

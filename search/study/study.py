@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from search.analysis.summary import ConfirmationRow
     from search.analysis.verdict import Verdict
     from search.runner.progress import StudyProgress
+    from search.study.policy import Standing
 
 
 @dataclass(frozen=True)
@@ -285,6 +286,13 @@ class Study:
         from search.analysis import summarize
 
         return summarize(self.optuna_study, self.config)
+
+    def standing(self) -> Standing:
+        """Where the study's policies stand: why it stopped short of n_trials (the space ran out), and each
+        schedule's position in its race (racing studies)."""
+        from search.study.policy import standing
+
+        return standing(self.optuna_study.get_trials(deepcopy=False), self.config)
 
     def verdict(self) -> Verdict:
         """What the study decided: better, uniform holds at the margin, equivalent, or undecided (and what decides it)."""

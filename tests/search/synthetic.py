@@ -36,6 +36,17 @@ LOSS_FLOOR = 1.85
 EARLY_HEAD_PENALTY = (0.06, 0.03, 0.01)  # added to val loss when layer 0, 1, 2 has the fewest allowed heads
 
 
+def add_trial(study: optuna.Study, schedule: str, seed: int = 0, state: TrialState = TrialState.COMPLETE, **attrs) -> optuna.Trial:
+    """One hand-made search trial (val loss 1.0 when COMPLETE; left RUNNING when asked): for the budget count and
+    the stop rule, which read only states and attrs."""
+    trial = study.ask()
+    for key, value in {"schedule": schedule, "seed": seed, "role": "search", **attrs}.items():
+        trial.set_user_attr(key, value)
+    if state != TrialState.RUNNING:
+        study.tell(trial, 1.0 if state == TrialState.COMPLETE else None, state=state)
+    return trial
+
+
 def _loss(heads: tuple[int, ...], fewest: int, seed: int, rng: random.Random) -> float:
     penalty = sum(p for p, h in zip(EARLY_HEAD_PENALTY, heads) if h == fewest)
     return LOSS_FLOOR + penalty + 0.004 * (seed % 7) + rng.gauss(0, 0.003)

@@ -13,6 +13,7 @@ from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study
+from search.study.policy import Exhausted, search_policies, standing
 from search.study.pruning import make_stopping
 from search.study.samplers import reachable_target
 
@@ -69,7 +70,7 @@ def _run(config: StudyConfig, workers: int = 2) -> optuna.Study:
     ctx = open_study(config, open_storage(config.storage), fingerprint)
     study = ctx.study
     target = reachable_target(study, config.n_trials)  # the grid case ends with its space
-    Driver(ctx, stopping=make_stopping(ctx)).run(target, n_workers=workers)
+    Driver(ctx, stopping=make_stopping(ctx), policies=search_policies(config, ctx.family)).run(target, n_workers=workers)  # as `run` does
     return optuna.load_study(study_name=config.name, storage=config.storage)  # read back with the stock library
 
 
@@ -105,7 +106,7 @@ def _case_checks(name: str, config: StudyConfig, trials: list, study: optuna.Stu
         assert grid == [str(s) for s in config.family.enumerate()]  # every schedule once, in order
         assert trials[2].user_attrs[DUPLICATE_ATTR] == 0  # the grid's 1x3 at seed 0 is the baseline's run
         assert summary.uniform_noise_floor is not None and "selected as best of" in summary.gap_text()
-        assert summary.exhausted == "the space is exhausted: 3 distinct schedules trained (all of the 'uniform' space)"
+        assert standing(trials, config).stopped == Exhausted(3, "uniform")
     if name == "free-random-none":
         refs = {t.user_attrs["reference"]: t for t in trials if t.user_attrs["role"] == "reference"}
         assert set(refs) == {"twin", "paper-ramp"} and all(r.user_attrs[DUPLICATE_ATTR] == 0 for r in refs.values())

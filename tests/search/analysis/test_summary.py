@@ -295,25 +295,3 @@ def test_references_are_queued_at_every_baseline_seed_and_reported_once_with_eve
     add(known, "1x1,2x1,4x1", 1, 2.12, role="reference", reference="ramp")  # the reference at the second baseline seed
     (ref,) = summarize(known).references  # one row per reference, not one per seed
     assert ref.val_loss == 2.10 and ref.gap.all_seeds.n == 2 and ref.gap.all_seeds.mean == pytest.approx((0.05 + 0.04) / 2)
-
-
-def test_a_racing_study_shows_where_each_schedule_stands(tiny_config, monkeypatch, capsys):
-    """status and the dashboard read the race from the stored runs, as the driver does (search.analysis.racing)."""
-    from search import cli
-    from search.dashboard.pages import study_page
-    from search.dashboard.views import study_view
-
-    monkeypatch.setattr(cli.console, "width", 250)
-    racing = tiny_config.model_copy(update={"search": tiny_config.search.model_copy(update={"racing": True})})
-    study = make_study(racing)
-    for seed in (0, 1, 2):
-        add(study, UNIFORM, seed, 2.05 + 0.01 * seed, role="baseline")
-    add(study, "4x3", 0, 2.049)  # within the margin of the incumbent (uniform) at the search seed: raced
-    add(study, "2x3", 0, 2.20)  # worse than the margin at its first seed: not raced
-    race = summarize(study).race
-    assert race[UNIFORM] == "incumbent" and race["4x3"] == "racing: 1 -> 2 seeds" and race["2x3"].startswith("not raced")
-    cli._print_summary(summarize(study), None)
-    assert "race 4x3" in capsys.readouterr().out
-    html = study_page(study_view(study), "sqlite:///x.db", live=False)
-    assert '<table id="race"' in html and "racing: 1 -&gt; 2 seeds" in html
-    assert summarize(make_study(tiny_config, "plain")).race == {}  # not racing: nothing to show

@@ -12,6 +12,7 @@ from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
 from search.study.experiment import current, queue_pair
+from search.study.policy import Pair, Sequential
 
 
 @pytest.fixture
@@ -49,6 +50,24 @@ def test_a_new_experiment_queues_its_first_pair_uniform_first(experiment):
     assert queue_pair(ctx, plan, 2000) == 2
     assert _waiting(study) == [("1x3", 2000), ("1x1,2x1,4x1", 2000)]  # the baseline open_study queued, then the schedule
     assert queue_pair(ctx, plan, 2000) == 2 and len(_waiting(study)) == 2  # queued once, however often asked
+
+
+def test_the_policy_asks_for_the_next_pair_s_runs_that_are_not_queued_and_nothing_once_it_has_ended(experiment):
+    """What Sequential.next_runs gives is what the experiment queues: the schedule at the first seed (open_study
+    queued uniform's run there as a baseline), then the second pair, then nothing after the last look."""
+    ctx, plan = experiment
+    study, policy = ctx.study, Sequential(plan, ctx.config)
+    assert policy.next_runs(study.get_trials()) == [("1x1,2x1,4x1", 2000)]
+    for seed, gap in zip((2000, 2001, 2002), (0.10, -0.10, 0.05)):  # too noisy for any test at the first look
+        queue_pair(ctx, plan, seed)
+        _finish(study, 2.0)
+        _finish(study, 2.0 + gap)
+        assert policy.pair(study.get_trials(), seed) == Pair(seed, [], 0)  # finished: nothing left of it
+    assert policy.next_runs(study.get_trials()) == [("1x3", 2003), ("1x1,2x1,4x1", 2003)]  # the look at 3 did not decide
+    for _ in range(2):
+        queue_pair(ctx, plan, 2003)
+        _finish(study, 2.0)
+    assert policy.state(study.get_trials()).next_seed is None and policy.next_runs(study.get_trials()) == []
 
 
 def test_the_next_pair_follows_a_finished_one(experiment):

@@ -16,13 +16,15 @@ lucky one. Racing (SMAC3's intensification, paired here) runs a promising challe
 
 `decide` is a pure function of the stored runs: the driver asks it between trials what to queue (race runs are
 ordinary trials queued with fixed params, role `race` and their seed), so a killed and resumed study picks the race
-up where its stored runs left it; `status` and the dashboard read the same function for where each schedule stands.
+up where its stored runs left it; `status` and the dashboard read the same function for where each schedule stands
+(a typed `Position` per schedule, worded by `Position.text`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -30,6 +32,7 @@ from search.analysis.scored import scored
 from search.analysis.stats import paired_gap
 from search.attrs import SCHEDULE, SEED
 from search.config import StudyConfig
+from search.study.policy._base import Policy
 
 ALPHA = 0.05  # spent over a challenger's looks
 MIN_SEEDS = 3  # the incumbent's: fewer paired seeds measure no noise (search.analysis.stats.MIN_PAIRS)
@@ -46,6 +49,48 @@ class Run:
     failed: bool = False
 
 
+PositionKind = Literal["control", "incumbent", "failed", "under way", "waiting", "not raced", "dropped", "raced", "racing"]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where one schedule stands in the race. `seeds`: its paired seeds so far; `upto`: the seeds it is raced to
+    next (racing); `failed_seed`: the seed whose run failed (failed); `rival`, `gap`, `p`, `margin`: the
+    incumbent it was measured against, the gap to it (its first seed's when not raced, the paired mean when
+    dropped), the p of that gap (dropped) and the margin it was beyond (not raced)."""
+
+    kind: PositionKind
+    seeds: int | None = None
+    upto: int | None = None
+    failed_seed: int | None = None
+    rival: str | None = None
+    gap: float | None = None
+    p: float | None = None
+    margin: float | None = None
+
+    def text(self) -> str:
+        """A few words for `status`, the dashboard and the logs."""
+        match self.kind:
+            case "failed":
+                return f"stopped at {self.seeds} seeds: its run at seed {self.failed_seed} failed"
+            case "under way":
+                return f"racing: {self.seeds} seeds, runs under way"
+            case "waiting":
+                return "waiting for the incumbent's first seed"
+            case "not raced":
+                return f"not raced: first seed worse than {self.rival} by {self.gap:+.4f} (> margin {self.margin})"
+            case "dropped":
+                return f"dropped at {self.seeds} seeds: worse than {self.rival} by {self.gap:+.4f} (p={self.p:.2g})"
+            case "raced":
+                return f"raced to {self.seeds} seeds"
+            case "racing":
+                return f"racing: {self.seeds} -> {self.upto} seeds"
+        return self.kind  # control, incumbent
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None} | {"text": self.text()}
+
+
 @dataclass(frozen=True)
 class Race:
     """Where the race stands, and the runs (schedule, seed) to queue next, in order."""
@@ -53,7 +98,7 @@ class Race:
     incumbent: str
     queue: list[tuple[str, int]] = field(default_factory=list)
     dropped: frozenset[str] = frozenset()
-    standing: dict[str, str] = field(default_factory=dict)  # schedule -> a few words for status and logs
+    standing: dict[str, Position] = field(default_factory=dict)  # every schedule with a run at the search seed
 
 
 def ladder(max_seeds: int) -> list[int]:
@@ -92,7 +137,7 @@ def decide(runs: Iterable[Run], uniform: str, seeds: Sequence[int], margin: floa
     looks = max(1, len(levels) - 1)
     queue: list[tuple[str, int]] = []
     dropped: set[str] = set()
-    standing = {uniform: "control", incumbent: "incumbent"}
+    standing = {uniform: Position("control"), incumbent: Position("incumbent")}
 
     def want(schedule: str, upto: int) -> None:
         for seed in seeds[:upto]:
@@ -106,33 +151,33 @@ def decide(runs: Iterable[Run], uniform: str, seeds: Sequence[int], margin: floa
         n = sum(seed in mine for seed in seeds)
         lost = [s for s in seeds if (challenger, s) in failed - pending and s not in mine]
         if lost:
-            standing[challenger] = f"stopped at {n} seeds: its run at seed {lost[0]} failed"
+            standing[challenger] = Position("failed", n, failed_seed=lost[0])
             continue
         waiting = any((challenger, s) in present and s not in mine for s in seeds) or any(
             s not in values.get(other, {}) and (other, s) in present for other in (uniform, incumbent) for s in seeds if s in mine
         )
         if waiting:
-            standing[challenger] = f"racing: {n} seeds, runs under way"
+            standing[challenger] = Position("under way", n)
             continue
         diffs = gap_to(incumbent, challenger)
         if n == 1:
             if not diffs:  # the incumbent's first-seed run is not finished
-                standing[challenger] = "waiting for the incumbent's first seed"
+                standing[challenger] = Position("waiting", n)
                 continue
             if diffs[0] > margin:
-                standing[challenger] = f"not raced: first seed worse than {incumbent} by {diffs[0]:+.4f} (> margin {margin})"
+                standing[challenger] = Position("not raced", n, rival=incumbent, gap=diffs[0], margin=margin)
                 continue
         else:
             gap = paired_gap(diffs)
             if gap is not None and gap.p is not None and gap.mean > 0 and gap.p < alpha / looks:
                 dropped.add(challenger)
-                standing[challenger] = f"dropped at {n} seeds: worse than {incumbent} by {gap.mean:+.4f} (p={gap.p:.2g})"
+                standing[challenger] = Position("dropped", n, rival=incumbent, gap=gap.mean, p=gap.p)
                 continue
         if n >= len(seeds):
-            standing[challenger] = f"raced to {n} seeds"
+            standing[challenger] = Position("raced", n)
             continue
         upto = next(level for level in levels if level > n)
-        standing[challenger] = f"racing: {n} -> {upto} seeds"
+        standing[challenger] = Position("racing", n, upto=upto)
         for schedule in (challenger, incumbent, uniform):
             want(schedule, upto)
     return Race(incumbent, queue, frozenset(dropped), standing)
@@ -160,8 +205,10 @@ def runs_of(trials: Iterable[FrozenTrial]) -> list[Run]:
     return out
 
 
-class Racing:
-    """What the driver asks between trials (search.runner.driver.Racing): the race runs to queue next."""
+class Racing(Policy):
+    """Racing as the driver asks it between trials: the race runs to queue next."""
+
+    name = "racing"
 
     def __init__(self, config: StudyConfig):
         self.uniform, self.seeds, self.margin = str(config.baseline), race_seeds(config), config.search.margin

@@ -2,7 +2,7 @@
 
 import pytest
 
-from search.analysis.racing import Race, Run, decide, ladder
+from search.study.policy import Position, Race, Run, decide, ladder
 
 U = "2x4"  # uniform
 SEEDS = [0, 1, 2, 3, 4, 5, 6, 7]
@@ -26,7 +26,9 @@ def test_a_challenger_within_the_margin_runs_on_a_second_seed_with_uniform_besid
     race = _decide({U: {0: 3.00, 1: 3.01, 2: 2.99}, "a": {0: 3.005}, "b": {0: 3.02}})
     assert race.incumbent == U  # no schedule has 3 seeds yet: uniform
     assert race.queue == [("a", 1)]  # uniform already ran at seed 1 (a baseline)
-    assert "not raced" in race.standing["b"]  # 0.02 worse on its first seed: beyond the margin
+    assert race.standing["b"] == Position("not raced", 1, rival=U, gap=pytest.approx(0.02), margin=MARGIN)  # beyond the margin
+    assert race.standing["b"].text() == f"not raced: first seed worse than {U} by +0.0200 (> margin {MARGIN})"
+    assert race.standing["a"] == Position("racing", 1, upto=2) and race.standing[U] == Position("incumbent")
     assert not race.dropped
 
 
@@ -37,14 +39,18 @@ def test_a_better_challenger_climbs_the_ladder_and_uniform_follows_it():
 
 def test_runs_under_way_are_waited_for_and_never_queued_twice():
     race = _decide({U: {0: 3.00, 1: 3.01, 2: 2.99, 3: None}, "a": {0: 2.95, 1: 2.96, 2: None, 3: 2.97}})
-    assert race.queue == [] and "under way" in race.standing["a"]
+    assert race.queue == [] and race.standing["a"] == Position("under way", 3)
+    assert race.standing["a"].text() == "racing: 3 seeds, runs under way"
 
 
 def test_a_challenger_worse_beyond_noise_is_dropped_at_a_look():
     # 4 seeds, worse than uniform by 0.010 +- 0.001: far beyond noise at alpha 0.05 / 3 looks
     race = _decide({U: {0: 3.0, 1: 3.0, 2: 3.0, 3: 3.0}, "a": {0: 3.009, 1: 3.010, 2: 3.011, 3: 3.010}})
     assert race.dropped == {"a"} and race.queue == []
-    assert "dropped at 4 seeds" in race.standing["a"]
+    dropped = race.standing["a"]
+    assert (dropped.kind, dropped.seeds, dropped.rival, dropped.gap) == ("dropped", 4, U, pytest.approx(0.010))
+    assert dropped.p is not None and dropped.p < 0.05 / 3
+    assert dropped.text() == f"dropped at 4 seeds: worse than {U} by +0.0100 (p={dropped.p:.2g})"
 
 
 def test_bonferroni_over_looks_keeps_a_challenger_a_single_look_would_drop():
@@ -77,7 +83,7 @@ def test_uniform_stays_incumbent_until_a_schedule_beats_it_on_average():
 def test_a_challenger_raced_to_max_seeds_asks_for_nothing_more():
     table = {U: dict.fromkeys(range(3), 3.0), "a": {0: 2.99, 1: 3.0, 2: 3.01}}
     race = decide(_runs(table), U, [0, 1, 2], MARGIN)
-    assert race.queue == [] and race.standing["a"] == "raced to 3 seeds"
+    assert race.queue == [] and race.standing["a"] == Position("raced", 3) and race.standing["a"].text() == "raced to 3 seeds"
 
 
 def test_runs_at_seeds_outside_the_race_are_ignored():
@@ -88,12 +94,13 @@ def test_runs_at_seeds_outside_the_race_are_ignored():
 
 def test_the_first_seed_waits_for_the_incumbent():
     race = _decide({U: {0: None, 1: 3.0}, "a": {0: 3.0}})
-    assert race.queue == [] and "under way" in race.standing["a"]
+    assert race.queue == [] and race.standing["a"] == Position("under way", 1)
 
 
 def test_a_run_that_failed_for_good_is_not_queued_again_and_stops_its_challenger():
     runs = [*_runs({U: {0: 3.0, 1: 3.0, 2: 3.0}, "a": {0: 2.99}}), Run("a", 1, None, failed=True)]
     race = decide(runs, U, SEEDS, MARGIN)
-    assert race.queue == [] and "failed" in race.standing["a"]
+    assert race.queue == [] and race.standing["a"] == Position("failed", 1, failed_seed=1)
+    assert race.standing["a"].text() == "stopped at 1 seeds: its run at seed 1 failed"
     retried = [*runs, Run("a", 1, None)]  # a failure that is retried: its retry is queued, the race waits for it
-    assert "under way" in decide(retried, U, SEEDS, MARGIN).standing["a"]
+    assert decide(retried, U, SEEDS, MARGIN).standing["a"].kind == "under way"
