@@ -11,7 +11,7 @@ import itertools
 import json
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_type_hints
@@ -28,8 +28,9 @@ from pydantic import (
     model_validator,
 )
 
-from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
+from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, TrainResult, allowed_head_counts, validate
 from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_two
+from search.attrs import THROUGHPUT_RATIO
 from search.errors import ConfigError
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.references import Reference, parse_reference
@@ -183,10 +184,22 @@ def _exists(path: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class Objective:
+    """What a study can optimise: its direction, and its value in a finished run's result."""
+
+    direction: Literal["minimize", "maximize"]
+    of: Callable[[TrainResult], float]
+
+
 # the speed objective is the trial's paired tokens/s ratio to uniform (search.runner.worker.throughput_ratio): both timed
 # in turn in one process, so machine load moves it little; "tokens_per_s" (raw speed, moved 0.73-1.09x by load for one
 # schedule) is what earlier studies optimised: they still load, new ones cannot choose it
-OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {"val_loss": "minimize", "throughput": "maximize", "tokens_per_s": "maximize"}
+OBJECTIVES = {
+    "val_loss": Objective("minimize", lambda result: result.final_val_loss),
+    "throughput": Objective("maximize", lambda result: result.extra[THROUGHPUT_RATIO]),
+    "tokens_per_s": Objective("maximize", lambda result: result.tokens_per_s),
+}
 GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a mistake, not a search
 
 
@@ -214,7 +227,7 @@ class SearchSection(_Section):
     prior_strength: float = Field(
         0.5, ge=0, le=1, description="with --prior: chance that an early proposal's parameter is drawn near a prior schedule"
     )
-    objectives: list[Literal["val_loss", "throughput", "tokens_per_s"]] = Field(
+    objectives: list[Literal[tuple(OBJECTIVES)]] = Field(  # type: ignore[valid-type]  # the registry's names
         ["val_loss"], description="val_loss first; throughput = tokens/s over uniform's, paired"
     )
     population_size: int = Field(8, ge=2, le=10_000, description="nsga2: individuals per generation")

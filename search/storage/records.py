@@ -46,7 +46,7 @@ from search.attrs import (
     WORKER,
     heads_attr,
 )
-from search.config import Flags, StudyConfig, parse_config
+from search.config import OBJECTIVES, Flags, StudyConfig, parse_config
 from search.errors import ConfigError, PrismSearchError
 from search.urls import mask_in
 
@@ -142,9 +142,8 @@ def schedule_attrs(schedule: Schedule, role: str, seed: int) -> dict:
 
 
 def objective_values(result: TrainResult, objectives: Sequence[str]) -> list[float]:
-    """A result's values for the study's objectives (search.config.OBJECTIVES); the raw tokens/s is also an attr."""
-    by_name = {"val_loss": result.final_val_loss, "throughput": result.extra[THROUGHPUT_RATIO], "tokens_per_s": result.tokens_per_s}
-    return [by_name[name] for name in objectives]
+    """A result's values for the study's objectives; the raw tokens/s is also an attr."""
+    return [OBJECTIVES[name].of(result) for name in objectives]
 
 
 def apply_constraint(trial: optuna.Trial, config: StudyConfig, ratio: float | None) -> None:

@@ -49,7 +49,7 @@ def open_study(
         study_name=config.name,
         storage=storage,
         load_if_exists=True,
-        directions=[OBJECTIVES[o] for o in config.search.objectives],
+        directions=[OBJECTIVES[o].direction for o in config.search.objectives],
         sampler=make_sampler(config, family),
         pruner=make_pruner(config),
     )
