@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, TrainResult, allowed_head_counts, validate
+from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
 from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_two
 from search.attrs import THROUGHPUT_RATIO
 from search.errors import ConfigError
@@ -36,6 +36,9 @@ from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_fa
 from search.references import Reference, parse_reference
 from search.trainers import PrismTrainer, TrainerSection
 from search.urls import mask_in, mask_url
+
+if TYPE_CHECKING:
+    from prism import TrainResult  # loads torch: a config is read without it
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
 MIN_LOOK = 3  # an experiment's first look: fewer pairs measure no noise (search.analysis.stats.MIN_PAIRS)

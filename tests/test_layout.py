@@ -128,6 +128,8 @@ FORBIDDEN = {
         "torch",
     ),
     "search.study": ("search.cli", "search.dashboard"),
+    # the words of every display: it reads what analysis returns and writes English, nothing else
+    "search.text": (*(p for p in _SERVICE if p != "search.analysis"), "search.tracking", "ray", "torch"),
     # search.cli: test_the_cli_reaches_each_part_through_its_face
 }
 
@@ -183,6 +185,7 @@ CLI_FACES = (
     "search.cli.progress",
     "search.signals",
     "search.study",
+    "search.text",
     "search.urls",
 )
 CLI_THIRD_PARTY = ("typer", "rich")  # and the standard library

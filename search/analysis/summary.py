@@ -18,7 +18,6 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search import jsonout
 from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
 from search.analysis.budget import budget
 from search.analysis.constraints import is_feasible
@@ -27,7 +26,7 @@ from search.analysis.forecast import Cost, study_deciding_cost
 from search.analysis.scored import not_finite, scored
 from search.analysis.sequential import experiment_verdict, plan_of
 from search.analysis.sequential import state as experiment_state
-from search.analysis.stats import PairedGap, paired_gap, tokens_text
+from search.analysis.stats import PairedGap, paired_gap
 from search.analysis.verdict import Decision, Verdict, decide
 from search.attrs import (
     ATTR_CHECKPOINT_ERROR,
@@ -75,9 +74,6 @@ class GapReport:
         return f"{said(self.all_seeds)}{picked}"
 
 
-LOOKS_DECIDE = "the pre-registered test decides at its looks"
-
-
 @dataclass(frozen=True)
 class ReferenceRow:
     """A reference schedule (`[space] references`), queued at every baseline seed: its gap to uniform on them."""
@@ -109,6 +105,54 @@ class ConfirmationRow:
     gap: PairedGap | None  # None for uniform itself
 
 
+@dataclass(frozen=True)
+class FailedRun:
+    """A run all of whose tries failed, with no retry left (search.storage.records.failed_for_good)."""
+
+    number: int  # its last try
+    role: str
+    schedule: str
+    seed: int
+    error: str | None  # as stored; None when none was recorded
+
+
+@dataclass(frozen=True)
+class NotFinite:
+    """A COMPLETE run with an objective that is inf or nan: a failed run for the statistics, in no mean or gap."""
+
+    number: int
+    schedule: str | None
+    seed: int | None
+    values: dict[str, float]  # each objective whose value is not finite
+
+
+@dataclass(frozen=True)
+class Unsaved:
+    """A finished trial whose model could not be saved (its result is stored)."""
+
+    number: int
+    error: str
+
+
+@dataclass(frozen=True)
+class DriverGone:
+    """RUNNING trials that nothing trains any more; `resume` runs them again."""
+
+    numbers: list[int]
+    pid: int | None  # the process a SQLite study's driver lock names, which has ended; None: their heartbeats stopped
+
+
+@dataclass(frozen=True)
+class PruningStart:
+    """min_resource_evals = "auto": the first rung from which every later rung ranks reliably (None: none does yet,
+    so trials run to the end), out of `n_curves` complete learning curves."""
+
+    rung: RungAgreement | None
+    n_curves: int
+    budget_tokens: int  # a full run's training tokens
+    reduction_factor: int
+
+
 @dataclass
 class Summary:
     name: str
@@ -136,19 +180,21 @@ class Summary:
     confirmation_runs: int = 0  # finished confirmation runs that trained, apart from n_trials
     confirmation: list[ConfirmationRow] = field(default_factory=list)  # `prism-search confirm`: one row per schedule
     fidelity: list[RungAgreement] | None = None  # None: fewer than MIN_CURVES complete learning curves
-    failed_runs: list[str] = field(default_factory=list)  # baseline and reference runs that failed for good
-    failed_trials: list[str] = field(default_factory=list)  # search trials that failed for good, with their errors
-    not_finite: list[str] = field(default_factory=list)  # COMPLETE runs whose value is inf or nan: left out of every statistic
-    driver_gone: str | None = None  # RUNNING trials whose driver is gone, and what recovers them
-    unsaved: list[str] = field(default_factory=list)  # finished trials whose model could not be saved, and why
+    failed_runs: list[FailedRun] = field(default_factory=list)  # baseline and reference runs that failed for good
+    failed_trials: list[FailedRun] = field(default_factory=list)  # search trials that failed for good
+    not_finite: list[NotFinite] = field(default_factory=list)  # COMPLETE runs whose value is inf or nan: left out of every statistic
+    driver_gone: DriverGone | None = None  # RUNNING trials whose driver is gone
+    unsaved: list[Unsaved] = field(default_factory=list)  # finished trials whose model could not be saved
     runner_up: str | None = None  # when uniform itself is the best: the best other schedule, whose gap best_gap is
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     mixed_seeds: list[int] = field(default_factory=list)  # seeds whose runs were trained on more than one kind of it
-    pruning_from: str | None = None  # min_resource_evals = "auto": where pruning starts and why
+    pruning_from: PruningStart | None = None  # min_resource_evals = "auto": where pruning starts
     # a pre-registered experiment: each look read so far (None: not an experiment); nothing was selected in one,
     # and its next pairs come from `resume`
     looks: list[str] | None = None
-    crossed_pairs: list[str] = field(default_factory=list)  # pairs whose two runs ran on different kinds of hardware
+    crossed_pairs: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # (schedule, seed) pairs whose two runs ran on different kinds of hardware
     verdict_one_kind: Verdict | None = None  # the verdict without them (None: no pair crossed)
     deciding: Cost | None = None  # undecided: what the verdict's command still trains, at the study's median tokens/s
     left_out: dict[int, str] = field(default_factory=dict)  # trials whose stored attrs cannot be read, and why
@@ -158,81 +204,16 @@ class Summary:
         return out | {
             "verdict": self.verdict.to_dict(),
             "verdict_one_kind": self.verdict_one_kind.to_dict() if self.verdict_one_kind else None,
-            "gap_text": self.gap_text(),
-            "fidelity_warnings": self.fidelity_warnings(),
-            "warnings": self.warnings(),
         }
 
-    def best_json(self) -> str:
-        """What `best` prints, for `best --json`: the verdict, the best schedule with its value and gap, the front;
-        valid JSON (search.jsonout: a non-finite value is null)."""
-        full = self.to_dict()
-        keys = ("verdict", "best_schedule", "best_value", "best_seeds", "best_number", "baseline_schedule", "baseline_value")
-        best = {"study": self.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}
-        return jsonout.dumps(best, indent=2)
-
     @property
-    def confirm_command(self) -> str:
-        """What measures the best's noise: confirmation seeds, or an experiment's own next pairs."""
-        if self.looks is not None:
-            return f"prism-search resume {self.name}"
-        return self.verdict.command or f"prism-search confirm {self.name} --top 1 --seeds 3"  # one command everywhere
-
-    @property
-    def best_label(self) -> str:
-        """What `best_schedule` is called ("best schedule", "best val loss"): an experiment's was fixed before its
-        data, not picked by its mean."""
-        return "challenger" if self.looks is not None else "best"
-
-    @property
-    def best_how(self) -> str:
-        """How `best_schedule` was chosen, with its seeds."""
-        seeds = len(self.best_seeds)
-        if self.looks is not None:
-            return f"pre-registered, {seeds} paired seed{'s' if seeds != 1 else ''}"
-        return "by paired mean" + (f", {seeds} seeds" if seeds > 1 else "")
+    def is_experiment(self) -> bool:
+        """A pre-registered experiment: its schedule was fixed before its data, and only its looks decide."""
+        return self.looks is not None
 
     @property
     def uniform_is_best(self) -> bool:
         return self.best_schedule is not None and self.best_schedule == self.baseline_schedule
-
-    def gap_text(self) -> str:
-        """The best's gap; when uniform is the best, saying "+0.0000 against itself" would hide the answer, so
-        the text says uniform won and gives the best other schedule's gap."""
-        if self.uniform_is_best and self.runner_up is None:
-            return "none yet: uniform is the only schedule finished"
-        if self.looks is not None and self.best_gap:  # read between looks at 95%, it must not pass for the test
-            gap = f"{self.best_gap.text(judged=False)}; every pair so far at 95%, for reading only: {LOOKS_DECIDE}"
-        else:
-            gap = self.best_gap.text(self.confirm_command) if self.best_gap else "n/a"
-        if self.uniform_is_best:
-            return f"none: uniform is the best schedule by paired mean; the best other, {self.runner_up}: {gap}"
-        return gap
-
-    def failed_text(self) -> str:
-        """The failed_runs and what to do: run and resume leave them failed (search.study.create)."""
-        return (
-            f"{'; '.join(self.failed_runs)}; not queued again automatically: `prism-search resume {self.name} --retry-baselines` "
-            "queues them once more (a divergence repeats: that needs a new study with other train settings)"
-        )
-
-    def fidelity_warnings(self) -> list[str]:
-        return [w for r in self.fidelity or [] if (w := r.warning())]
-
-    def warnings(self) -> list[str]:
-        """Everything `status` and the dashboard warn about: unreliable rungs, and seeds whose runs were trained on
-        mixed hardware, where the same (schedule, seed) does not repeat bit for bit (docs/results.md), so a pair
-        across kinds is not exact. Seeds each on one kind are exact pairs, whichever kind each seed had."""
-        out = self.fidelity_warnings()
-        out += [f"trial {n} left out: {why} (changed outside prism-search)" for n, why in self.left_out.items()]
-        if self.mixed_seeds:
-            seeds = ", ".join(map(str, self.mixed_seeds))
-            out.append(
-                f"at seed{'s' if len(self.mixed_seeds) > 1 else ''} {seeds} the runs were trained on more than one kind of hardware "
-                f"({', '.join(self.kernels)} in the study): the same run differs across kinds, so paired gaps there carry that "
-                "difference too; keep the runs of a seed on one kind"
-            )
-        return out
 
 
 def val_loss(trial: FrozenTrial) -> float:
@@ -433,17 +414,11 @@ def best_by_mean(family: ManyToOne, baseline: str) -> str:
     return baseline if leader is None or leader.estimate > 0 else leader.schedule
 
 
-def _pruning_text(rungs: list[RungAgreement] | None, config: StudyConfig, n_curves: int) -> str | None:
+def _pruning_start(rungs: list[RungAgreement] | None, config: StudyConfig, n_curves: int) -> PruningStart | None:
     if config.search.min_resource_evals != "auto" or config.search.pruner == "none":
         return None
-    start = pruning_start(rungs)
-    if start is None:
-        return f"not yet: no rung ranks reliably in the {n_curves} complete curves, so trials run to the end"
     full = config.train.steps * config.train.batch_size * config.model.block_size
-    return (
-        f"from {tokens_text(start.tokens)} tokens ({start.tokens / full:.0%} of the budget): from there on {start.agreement.text()} "
-        f"and the best by mean survives a 1/{config.search.reduction_factor} cut per seed"
-    )
+    return PruningStart(pruning_start(rungs), n_curves, full, config.search.reduction_factor)
 
 
 def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str]:
@@ -513,6 +488,11 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     # uniform on the best's seeds, so the two values shown side by side differ by the paired gap
     baseline_values = [runs[key] for seed in best_seeds or (config.seed,) if (key := (baseline, seed)) in runs]
     kernels = _kernels_by_seed(complete)
+    failed = [
+        FailedRun(t.number, role, schedule, seed, t.user_attrs.get(ERROR))
+        for (role, schedule, seed), t in failed_for_good(trials).items()
+        if schedule is not None and seed is not None
+    ]
     return Summary(
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
@@ -538,55 +518,44 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         confirmation_runs=done.confirmation,
         confirmation=confirmation_rows(trials, baseline),
         fidelity=rung_agreement,
-        pruning_from=_pruning_text(rung_agreement, config, len(curves)),
-        failed_runs=[
-            f"{role} {schedule} seed {seed} (trial {t.number}: {t.user_attrs.get(ERROR, 'no error recorded')})"
-            for (role, schedule, seed), t in failed_for_good(trials).items()
-            if role in (ROLE_BASELINE, ROLE_REFERENCE)
-        ],
-        failed_trials=[
-            f"trial {t.number} {schedule} seed {seed}: {t.user_attrs.get(ERROR, 'no error recorded')}"
-            for (role, schedule, seed), t in failed_for_good(trials).items()
-            if role == ROLE_SEARCH and schedule is not None
-        ],
+        pruning_from=_pruning_start(rung_agreement, config, len(curves)),
+        failed_runs=[run for run in failed if run.role in (ROLE_BASELINE, ROLE_REFERENCE)],
+        failed_trials=[run for run in failed if run.role == ROLE_SEARCH],
         not_finite=[
-            f"trial {t.number} ({t.user_attrs.get(SCHEDULE, '?')} seed {t.user_attrs.get(SEED, '?')}): "
-            + ", ".join(f"{name} {v}" for name, v in zip(config.search.objectives, t.values, strict=False) if not math.isfinite(v))
+            NotFinite(
+                t.number,
+                t.user_attrs.get(SCHEDULE),
+                t.user_attrs.get(SEED),
+                {name: v for name, v in zip(config.search.objectives, t.values, strict=False) if not math.isfinite(v)},
+            )
             for t in not_finite(trials)
         ],
         driver_gone=_driver_gone(study, trials),
-        unsaved=[f"trial {t.number}: {t.user_attrs[ATTR_CHECKPOINT_ERROR]}" for t in trials if ATTR_CHECKPOINT_ERROR in t.user_attrs],
+        unsaved=[Unsaved(t.number, t.user_attrs[ATTR_CHECKPOINT_ERROR]) for t in trials if ATTR_CHECKPOINT_ERROR in t.user_attrs],
         runner_up=runner_up,
         kernels=sorted({k for kinds in kernels.values() for k in kinds}),
         mixed_seeds=sorted(seed for seed, kinds in kernels.items() if len(kinds) > 1),
-        crossed_pairs=[f"{schedule} seed {seed}" for schedule, seed in crossed],
+        crossed_pairs=list(crossed),
         verdict_one_kind=on_one_kind if crossed else None,
         deciding=None if experiment else study_deciding_cost(decision.verdict, decision.family, trials, config),
         left_out=left_out,
     )
 
 
-def _driver_gone(study: optuna.Study, trials: list[FrozenTrial]) -> str | None:
+def _driver_gone(study: optuna.Study, trials: list[FrozenTrial]) -> DriverGone | None:
     """Which RUNNING trials nothing trains any more: their driver's process has ended (a SQLite study's driver
     lock names it), or their heartbeats stopped for longer than the grace period (any storage)."""
     running = [t for t in trials if t.state == TrialState.RUNNING]
     storage = storage_of(study)
     if not running or not hasattr(storage, "get_heartbeat_interval"):  # in memory: no database, no driver to lose
         return None
-    why = driver_ended(storage_url(study))
-    if why is None:
+    pid = driver_ended(storage_url(study))
+    if pid is None:
         if storage.get_heartbeat_interval() is None:  # opened without heartbeats: they cannot tell
             return None
         stale = set(stale_trial_ids(study))
         running = [t for t in running if trial_id(t) in stale]
-        why = "its driver sent no heartbeat within the grace period"
-    if not running:
-        return None
-    numbers, them = ", ".join(str(t.number) for t in running), "them" if len(running) > 1 else "it"
-    return (
-        f"trial{'s' if len(running) > 1 else ''} {numbers} RUNNING, but {why}: nothing trains {them}; "
-        f"`prism-search resume {study.study_name}` runs {them} again"
-    )
+    return DriverGone([t.number for t in running], pid) if running else None
 
 
 def _kernels_by_seed(complete: list[FrozenTrial]) -> dict[int, set[str]]:

@@ -77,6 +77,19 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     """The verdict first, then the study table (the schedules' gaps to uniform, references, rung fidelity, where
     the policies stand), the confirmation table and the warnings."""
     from search.analysis import MIN_CURVES, tokens_text
+    from search.text import (
+        best_how,
+        best_label,
+        crossed_text,
+        driver_gone_text,
+        failed_text,
+        failed_trial_text,
+        gap_text,
+        not_finite_text,
+        pruning_text,
+        unsaved_text,
+        warnings,
+    )
 
     console.print(Text(f"{s.name}: {s.verdict.text()}"), soft_wrap=True)
     table = Table(title=f"study {s.name}", show_header=False)
@@ -86,15 +99,16 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     if standing and standing.stopped:
         table.add_row("stopped early", standing.stopped.text())
     seeds = len(s.best_seeds) > 1
-    table.add_row(f"{s.best_label} schedule", f"{s.best_schedule} ({s.best_how}; trial {s.best_number})" if s.best_schedule else "-")
-    table.add_row(f"{s.best_label} val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
+    label = best_label(s)
+    table.add_row(f"{label} schedule", f"{s.best_schedule} ({best_how(s)}; trial {s.best_number})" if s.best_schedule else "-")
+    table.add_row(f"{label} val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
     table.add_row(
         "uniform baseline",
         f"{s.baseline_schedule}: {s.baseline_value:.4f}" + (" (mean, same seeds)" if seeds else "")
         if s.baseline_value is not None
         else s.baseline_schedule,
     )
-    table.add_row("gap to uniform", s.gap_text())
+    table.add_row("gap to uniform", gap_text(s))
     if s.method:
         table.add_row("gaps computed by", s.method)
     for gap in s.gaps[:TOP_GAPS]:
@@ -102,19 +116,17 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     if len(s.gaps) > TOP_GAPS:
         table.add_row("  ...", f"{len(s.gaps) - TOP_GAPS} more (`status --json` lists every schedule)")
     if s.failed_runs:
-        table.add_row("failed for good", Text(s.failed_text()))  # the errors are text, never markup
+        table.add_row("failed for good", Text(failed_text(s)))  # the errors are text, never markup
     for failed in s.failed_trials:
-        table.add_row("failed trial", Text(failed))
+        table.add_row("failed trial", Text(failed_trial_text(failed)))
     if s.verdict_one_kind is not None:
-        pairs = f"{len(s.crossed_pairs)} pair{'s' if len(s.crossed_pairs) > 1 else ''} ({', '.join(s.crossed_pairs)})"
-        table.add_row("across hardware", Text(f"{pairs} ran on two kinds of hardware; without them: {s.verdict_one_kind.text()}"))
+        table.add_row("across hardware", Text(crossed_text(s)))
     if s.not_finite:
-        table.add_row("left out (not finite)", Text("; ".join(s.not_finite) + ": failed runs for the statistics, in no mean or gap"))
+        table.add_row("left out (not finite)", Text(not_finite_text(s.not_finite)))
     if s.driver_gone:
-        table.add_row("driver gone", Text(s.driver_gone))
+        table.add_row("driver gone", Text(driver_gone_text(s.driver_gone, s.name)))
     if s.unsaved:
-        more = f"; and {len(s.unsaved) - TOP_GAPS} more (`status --json`)" if len(s.unsaved) > TOP_GAPS else ""
-        table.add_row("models not saved", Text("; ".join(s.unsaved[:TOP_GAPS]) + more + " (their results are stored)"))
+        table.add_row("models not saved", Text(unsaved_text(s.unsaved, TOP_GAPS)))
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:
@@ -131,7 +143,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     for rung in s.fidelity or []:
         table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung.text())
     if s.pruning_from:
-        table.add_row("pruning starts", s.pruning_from)
+        table.add_row("pruning starts", pruning_text(s.pruning_from))
     for schedule, position in standing.race.standing.items() if standing and standing.race else ():
         table.add_row(f"race {schedule}", position.text())
     for number, look in enumerate(s.looks or [], 1):
@@ -145,7 +157,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     console.print(table)
     if s.confirmation:
         _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")
-    for warning in s.warnings():
+    for warning in warnings(s):
         err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
 
 
@@ -234,12 +246,13 @@ def status(
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
     from search.analysis import summaries
     from search.study import Study
+    from search.text import summary_json
 
     url = storage or DEFAULT_STORAGE
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
     found, unreadable = ([(studies[0], studies[0].summary())], {}) if name else summaries(studies)  # unreadable: named, not fatal
     if as_json:  # a named study: its one object; else a list of every study's, and each unreadable one's reason
-        listed = [s.to_dict() | study.standing().to_dict() for study, s in found] + [
+        listed = [summary_json(s) | study.standing().to_dict() for study, s in found] + [
             {"name": n, "error": why} for n, why in unreadable.items()
         ]
         print(json_text(listed[0] if name else listed, indent=2))
@@ -382,15 +395,16 @@ def best(
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
     from search.study import Study
+    from search.text import best_json, gap_text
 
     s = Study.load(name, storage=storage).summary()
     if s.best_schedule is None:
         raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
     if as_json:
-        print(s.best_json())
+        print(best_json(s))
         return
     print(f"verdict\t{s.verdict.text()}")
-    print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {s.gap_text()}")
+    print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {gap_text(s)}")
     for point in s.pareto:
         print(
             "pareto\t" + "\t".join([f"number {point.number}", f"schedule {point.schedule}", *(f"{k} {v}" for k, v in point.values.items())])

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import jinja2
 import plotly.offline
 
+from search import text
 from search.analysis.stats import tokens_text
 from search.dashboard import figures as figs
 from search.dashboard.views import StudyView, TrialRow, loss_key, same_budget_gap
@@ -39,6 +40,7 @@ def _segment(name: str) -> str:
 
 
 _env.filters["segment"] = _segment
+_env.globals["text"] = text  # the words every display shares: search.text
 
 # What JSON may not carry raw inside <script>: `</script>` ends the element and `<!--<script>` derails the HTML
 # parser until the page's end; U+2028/9 end a line for older JavaScript parsers. Each becomes a \u escape,

@@ -206,9 +206,10 @@ def driver_lock(url: str) -> Iterator[None]:
         yield
 
 
-def driver_ended(url: str) -> str | None:
-    """Why the last driver of the SQLite file at `url` is known to be gone: the process its driver lock names, on
-    this machine, has ended (`kill -9` leaves the lock file naming it; the lock itself died with it). None where a
+def driver_ended(url: str) -> int | None:
+    """The process id of the last driver of the SQLite file at `url` when it is known to be gone: the process its
+    driver lock names, on this machine, has ended (`kill -9` leaves the lock file naming it; the lock itself died
+    with it). None where a
     live process holds it or this cannot tell (PostgreSQL, no lock file, a driver on another machine): the
     heartbeats tell then, after their grace period."""
     path = _sqlite_file(url)
@@ -220,7 +221,7 @@ def driver_ended(url: str) -> str | None:
         return None
     if holder is None or (holder[2] is not None and holder[2] != socket.gethostname()) or _process_alive(int(holder[1])):
         return None
-    return f"its driver (pid {holder[1]}) has ended"
+    return int(holder[1])
 
 
 def _lock_file(url: str, name: str) -> IO[str]:

@@ -88,6 +88,7 @@ def chosen_schedule(study: optuna.Study, config: StudyConfig, which: str) -> tup
     """(schedule, what chose it) for `export --schedule`: `best` (lowest mean val loss, as `status` names it),
     `verdict` (the schedule the verdict found better than uniform; uniform itself when none was) or a trial number."""
     from search.analysis import summarize
+    from search.text import best_how
 
     if which.isdigit():
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -98,7 +99,7 @@ def chosen_schedule(study: optuna.Study, config: StudyConfig, which: str) -> tup
     if which == "best":
         if summary.best_schedule is None:
             raise PrismSearchError(f"--schedule best: study {study.study_name!r} has no finished trial yet")
-        return summary.best_schedule, f"best ({summary.best_how})"
+        return summary.best_schedule, f"best ({best_how(summary)})"
     if which == "verdict":
         verdict = summary.verdict
         if verdict.kind == "better" and verdict.schedule:

@@ -15,7 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from search.analysis import stored_study, summarize
+from search.analysis.summary import DriverGone, NotFinite
 from search.cli import app
+from search.text import driver_gone_text, gap_text, not_finite_text
 from tests.search.analysis.test_summary import UNIFORM, add, make_study
 from tests.search.conftest import ROOT
 from tests.search.study.test_export import strict_json
@@ -46,9 +48,11 @@ def test_an_infinite_value_is_left_out_of_every_number_and_named(tiny_config, mo
     add(study, "2x3", 0, math.inf)  # trial 6: a run that diverged without raising
     add(study, "2x3", 1, 2.04, role="race")
     s = summarize(study)
-    assert s.not_finite == ["trial 6 (2x3 seed 0): val_loss inf"]
-    assert "nan" not in s.verdict.text() and "nan" not in s.gap_text() and s.best_schedule == "4x3"
-    assert all(math.isfinite(x) for x in _numbers(s.to_dict()))
+    assert s.not_finite == [NotFinite(6, "2x3", 0, {"val_loss": math.inf})]
+    assert not_finite_text(s.not_finite) == "trial 6 (2x3 seed 0): val_loss inf: failed runs for the statistics, in no mean or gap"
+    assert "nan" not in s.verdict.text() and "nan" not in gap_text(s) and s.best_schedule == "4x3"
+    stats = {k: v for k, v in s.to_dict().items() if k != "not_finite"}  # the row naming the run holds its inf
+    assert all(math.isfinite(x) for x in _numbers(stats))
     assert [g.schedule for g in s.gaps] == ["4x3", "2x3"] and s.gaps[1].seeds == (1,)  # its finite run still counts
 
     url = ["--storage", tiny_config.storage]
@@ -58,7 +62,9 @@ def test_an_infinite_value_is_left_out_of_every_number_and_named(tiny_config, mo
     best = runner.invoke(app, ["best", "inf", *url])
     assert best.exit_code == 0 and "nan" not in best.stdout and best.stdout.splitlines()[1].startswith("4x3\t"), best.output
     as_json = strict_json(runner.invoke(app, ["status", "inf", *url, "--json"]).stdout)
-    assert as_json["not_finite"] == s.not_finite and all(math.isfinite(x) for x in _numbers(as_json))
+    assert as_json["not_finite"] == [{"number": 6, "schedule": "2x3", "seed": 0, "values": {"val_loss": None}}] and all(
+        math.isfinite(x) for x in _numbers(as_json)
+    )
 
 
 def test_an_infinite_baseline_is_no_baseline(tiny_config):
@@ -66,7 +72,7 @@ def test_an_infinite_baseline_is_no_baseline(tiny_config):
     add(study, UNIFORM, 0, math.inf, role="baseline")
     add(study, "4x3", 0, 2.0)
     s = summarize(study)
-    assert s.baseline_value is None and s.best_gap is None and s.not_finite == ["trial 0 (1x3 seed 0): val_loss inf"]
+    assert s.baseline_value is None and s.best_gap is None and s.not_finite == [NotFinite(0, "1x3", 0, {"val_loss": math.inf})]
     assert "nan" not in s.verdict.text() and s.best_value == 2.0
 
 
@@ -119,6 +125,9 @@ def test_status_says_the_driver_of_running_trials_is_gone_and_resume_recovers_th
         time.sleep(3)  # past the grace period
     s = summarize(stored_study("killed", tiny_config.storage))  # opened as `status` opens it: with heartbeats
     why = f"its driver (pid {holder.pid}) has ended" if locked else "its driver sent no heartbeat within the grace period"
-    assert s.driver_gone == f"trial {number} RUNNING, but {why}: nothing trains it; `prism-search resume killed` runs it again"
+    assert s.driver_gone == DriverGone([number], holder.pid if locked else None)
+    assert driver_gone_text(s.driver_gone, "killed") == (
+        f"trial {number} RUNNING, but {why}: nothing trains it; `prism-search resume killed` runs it again"
+    )
     status = runner.invoke(app, ["status", "killed", "--storage", tiny_config.storage])
     assert "driver gone" in status.stdout and "prism-search resume killed" in status.stdout, status.output

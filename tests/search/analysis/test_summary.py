@@ -8,9 +8,10 @@ import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
-from search.analysis.summary import ranked, summarize
+from search.analysis.summary import FailedRun, ranked, summarize
 from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION_PLAN, DUPLICATE_ATTR
 from search.study.confirmation import collect
+from search.text import crossed_text, failed_text, fidelity_warnings, gap_text, summary_json, warnings
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
 
@@ -48,14 +49,14 @@ def test_the_best_is_one_pair_selected_from_n_until_confirmed(tiny_config):
     s = summarize(study)
     assert s.best_schedule == "4x3" and s.baseline_value == 2.05  # of 4 schedules on seed 0: uniform, 2 searched, 1 reference
     assert s.best_gap.all_seeds.n == 1 and s.best_gap.all_seeds.mean == pytest.approx(-0.05) and s.best_gap.unselected is None
-    assert s.gap_text() == (
+    assert gap_text(s) == (
         "-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 3 --seeds 3`), selected as best of 4 schedules"
     )  # the verdict's command: one command, one count, everywhere
     assert s.verdict.kind == "undecided" and s.uniform_noise_floor == pytest.approx(0.03 / 2**0.5)
     assert s.verdict.command == "prism-search confirm known --top 3 --seeds 3"  # no noise measured: every schedule is open
     ref = s.references[0]
     assert ref.name == "ramp" and ref.gap.all_seeds.mean == pytest.approx(0.05) and ref.gap.selected_from is None
-    assert "±" not in s.gap_text() and "σ" not in s.gap_text()
+    assert "±" not in gap_text(s) and "σ" not in gap_text(s)
 
 
 def test_the_baseline_is_the_baseline_run_never_a_search_trial_that_trained_the_uniform_schedule(tiny_config):
@@ -73,7 +74,7 @@ def test_the_baseline_is_the_baseline_run_never_a_search_trial_that_trained_the_
     add(failed, UNIFORM, 0, 2.20)
     add(failed, "4x3", 0, 2.00)
     s = summarize(failed)
-    assert s.baseline_value is None and s.best_gap is None and s.gap_text() == "n/a"
+    assert s.baseline_value is None and s.best_gap is None and gap_text(s) == "n/a"
     assert s.verdict.kind == "undecided" and s.best_schedule == "4x3"  # nothing paired: the best run, undecided
 
 
@@ -87,10 +88,14 @@ def test_baseline_and_reference_runs_whose_every_try_failed_are_listed_as_failed
     add(study, "4x3", 0, None, state=TrialState.FAIL, error="worker died")  # a search trial: the sampler moves on
     s = summarize(study)
     assert s.failed_runs == [
-        f"baseline {UNIFORM} seed 1 (trial 3: TrainingDiverged: loss 9.1)",
-        "reference 1x1,2x1,4x1 seed 0 (trial 4: no error recorded)",
+        FailedRun(3, "baseline", UNIFORM, 1, "TrainingDiverged: loss 9.1"),
+        FailedRun(4, "reference", "1x1,2x1,4x1", 0, None),
     ]
-    assert s.failed_text().endswith(
+    assert s.failed_trials == [FailedRun(5, "search", "4x3", 0, "worker died")]
+    assert failed_text(s).startswith(
+        f"baseline {UNIFORM} seed 1 (trial 3: TrainingDiverged: loss 9.1); reference 1x1,2x1,4x1 seed 0 (trial 4: no error recorded); "
+    )
+    assert failed_text(s).endswith(
         "`prism-search resume known --retry-baselines` queues them once more (a divergence repeats: "
         "that needs a new study with other train settings)"
     )
@@ -115,8 +120,8 @@ def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_c
     assert s.best_gap.all_seeds.n == 4 and s.best_gap.all_seeds.mean == pytest.approx(-0.0275)  # the selection seed too
     # the two values shown side by side are means over the same four seeds: they differ by the paired mean gap
     assert s.best_value == pytest.approx(1.685) and s.baseline_value == pytest.approx(1.7125)
-    assert s.gap_text().startswith("on seeds it was not selected on -0.0200 [-0.0448, +0.0048] (n=3, p=0.074, adjusted p=")
-    assert s.gap_text().endswith("inside the noise; all 4 seeds -0.0275, selected as best of 4 schedules")
+    assert gap_text(s).startswith("on seeds it was not selected on -0.0200 [-0.0448, +0.0048] (n=3, p=0.074, adjusted p=")
+    assert gap_text(s).endswith("inside the noise; all 4 seeds -0.0275, selected as best of 4 schedules")
     rows = s.confirmation
     assert [r.schedule for r in rows] == [UNIFORM, "4x3"] and [r.seeds for r in rows] == [3, 3]
     assert rows[0].gap is None and rows[1].gap.mean == pytest.approx(-0.02) and rows[1].gap.n == 3
@@ -136,13 +141,13 @@ def test_rung_fidelity_from_the_study_s_own_curves(tiny_config):
     assert (early.tokens, early.agreement.n, early.best_kept) == (100, 6, True) and early.agreement.rho == pytest.approx(1.0)
     assert early.agreement.p == pytest.approx(1 / 720) and early.reliable
     assert (late.tokens, late.best_kept) == (200, False) and late.agreement.rho == pytest.approx(-1.0)
-    assert s.fidelity_warnings() == [late.warning()] and "pruning at 200 tokens is unreliable" in late.warning()
+    assert fidelity_warnings(s) == [late.warning()] and "pruning at 200 tokens is unreliable" in late.warning()
 
 
 def test_fewer_than_four_complete_curves_say_so(tiny_config):
     study = make_study(tiny_config)
     searched(study)
-    assert summarize(study).fidelity is None and summarize(study).fidelity_warnings() == []
+    assert summarize(study).fidelity is None and fidelity_warnings(summarize(study)) == []
 
 
 def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_warning(tiny_config, monkeypatch):
@@ -209,12 +214,12 @@ def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s_never_uniform
     add(study, UNIFORM, 0, 2.00, role="baseline")
     s = summarize(study)
     assert s.best_schedule == UNIFORM and s.best_gap is None and s.runner_up is None
-    assert s.gap_text() == "none yet: uniform is the only schedule finished"
+    assert gap_text(s) == "none yet: uniform is the only schedule finished"
     add(study, "4x3", 0, 2.03)
     add(study, "2x3", 0, 2.01)  # the best other: +0.01 worse than uniform, picked from the 2 others
     s = summarize(study)
     assert s.best_schedule == UNIFORM and s.runner_up == "2x3" and s.best_gap.all_seeds.mean == pytest.approx(0.01)
-    assert s.gap_text() == (
+    assert gap_text(s) == (
         "none: uniform is the best schedule by paired mean; the best other, 2x3: +0.0100 (n=1: noise not measured "
         "yet; run `prism-search confirm known --top 2 --seeds 3`), selected as best of 2 schedules"
     )
@@ -230,11 +235,11 @@ def test_a_seed_trained_on_mixed_hardware_is_warned_about(tiny_config):
     add(study, UNIFORM, 1, 2.06, role="confirm", worker={"pid": 4, "kernels": "cpu AVX2"})
     add(study, "4x3", 1, 2.01, role="confirm", worker={"pid": 5, "kernels": "cpu AVX2"})
     s = summarize(study)  # each seed on one kind: its pairs are exact, whichever kind it had
-    assert s.kernels == ["cpu AVX2", "cpu AVX512"] and s.mixed_seeds == [] and s.warnings() == []
+    assert s.kernels == ["cpu AVX2", "cpu AVX512"] and s.mixed_seeds == [] and warnings(s) == []
     add(study, "1x3", 0, 2.04, worker={"pid": 3, "kernels": "cpu AVX2"})
     s = summarize(study)
-    assert s.mixed_seeds == [0] and s.to_dict()["warnings"] == s.warnings()
-    assert s.warnings() == [
+    assert s.mixed_seeds == [0] and summary_json(s)["warnings"] == warnings(s)
+    assert warnings(s) == [
         "at seed 0 the runs were trained on more than one kind of hardware (cpu AVX2, cpu AVX512 in the study): the "
         "same run differs across kinds, so paired gaps there carry that difference too; keep the runs of a seed on one kind"
     ]
@@ -257,7 +262,8 @@ def test_pairs_across_hardware_are_counted_and_the_verdict_is_read_without_them_
     add(study, "4x3", 3, 1.90, role="confirm", worker=avx2)  # a big gap, from a run on other kernels
     add(study, "2x3", 3, 2.01, role="confirm", worker=avx512)
     s = summarize(study)
-    assert s.crossed_pairs == ["4x3 seed 3"]
+    assert s.crossed_pairs == [("4x3", 3)]
+    assert crossed_text(s) == f"1 pair (4x3 seed 3) ran on two kinds of hardware; without them: {s.verdict_one_kind.text()}"
     without = s.verdict_one_kind
     assert without is not None and without.effect != s.verdict.effect  # read on the exact pairs alone
     assert s.to_dict()["verdict_one_kind"]["text"] == without.text()
@@ -272,7 +278,7 @@ def test_a_confirmation_on_two_seeds_still_says_the_noise_is_not_measured(tiny_c
     for seed in (1000, 1001):
         add(study, UNIFORM, seed, 1.50, role="confirm")
         add(study, "4x3", seed, 1.48 + 0.01 * (seed - 1000), role="confirm")
-    assert summarize(study).gap_text() == (
+    assert gap_text(summarize(study)) == (
         "on seeds it was not selected on -0.0150 (n=2: noise not measured yet; run `prism-search confirm known --top 2 --seeds 36`); "
         "all 3 seeds -0.0267, selected as best of 4 schedules"
     )

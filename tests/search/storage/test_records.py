@@ -9,6 +9,7 @@ import search.attrs
 from search.config import parse_config
 from search.dashboard.views import study_view
 from search.storage.records import PREFIX_KINDS, TRIAL_ATTR_KINDS, malformed
+from search.text import warnings
 from tests.search.dashboard.test_cli import cli
 from tests.search.synthetic import synthetic_study
 
@@ -67,7 +68,7 @@ def test_each_malformed_trial_is_named_and_left_out_by_every_reader(monkeypatch,
     assert code == 2 and f"trial {number} of study 's' cannot be read: its attr 'checkpoint'" in err and len(err.splitlines()) == 1
     view = study_view(optuna.load_study(study_name="s", storage=url))
     assert not {r.number for r in view.rows} & set(bad) and view.row(max(bad)) is None and view.row(good.number) is not None
-    assert view.summary is not None and len([w for w in view.summary.warnings() if "left out" in w]) == len(bad)
+    assert view.summary is not None and len([w for w in warnings(view.summary) if "left out" in w]) == len(bad)
 
 
 def test_a_study_whose_stored_config_fails_is_named_and_the_others_listed(monkeypatch, capsys, tmp_path):

@@ -116,7 +116,10 @@ def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_sta
     open_study(config, open_storage(config.storage), check_corpus(config))  # `run` reopening the study
     assert _waiting(config) == []
     status = runner.invoke(app, ["status", "tiny", *url, "--json"])
-    assert json.loads(status.stdout)["failed_runs"] == [failed]
+    error = "TrainingDiverged: val loss 9.7 at step 10"
+    assert json.loads(status.stdout)["failed_runs"] == [
+        {"number": 0, "role": "baseline", "schedule": str(config.baseline), "seed": 0, "error": error}
+    ]
     page = b"".join(Dashboard(config.storage)({"REQUEST_METHOD": "GET", "PATH_INFO": "/study/tiny"}, lambda s, h: None)).decode()
     assert f'<td id="failed">{failed}; not queued again automatically' in page
 

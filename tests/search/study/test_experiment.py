@@ -13,6 +13,7 @@ from search.storage import open_storage
 from search.study.create import open_study
 from search.study.experiment import current, queue_pair
 from search.study.policy import Pair, Sequential
+from search.text import best_how, best_label, gap_text
 
 
 @pytest.fixture
@@ -107,9 +108,9 @@ def test_its_summary_names_the_challenger_whichever_way_its_mean_leans(experimen
         _finish(study, uniform)
         _finish(study, challenger)
     s = summarize(study, ctx.config)
-    assert (s.best_label, s.best_how, s.best_schedule) == ("challenger", "pre-registered, 2 paired seeds", "1x1,2x1,4x1")
+    assert (best_label(s), best_how(s), s.best_schedule) == ("challenger", "pre-registered, 2 paired seeds", "1x1,2x1,4x1")
     assert s.runner_up is None and s.best_gap is not None and s.best_gap.all_seeds is not None
-    assert s.gap_text().startswith("+0.0750 ") and "uniform is the best" not in s.gap_text()
+    assert gap_text(s).startswith("+0.0750 ") and "uniform is the best" not in gap_text(s)
 
 
 def test_confirm_runs_on_an_experiment_never_enter_its_own_summary(experiment, tiny_config):
@@ -129,7 +130,7 @@ def test_confirm_runs_on_an_experiment_never_enter_its_own_summary(experiment, t
             study.enqueue_trial({}, user_attrs={"role": "confirm", "schedule": schedule, "seed": seed})
             _finish(study, value)
     after = summarize(study, ctx.config)
-    assert after.best_how == before.best_how == "pre-registered, 3 paired seeds"
+    assert best_how(after) == best_how(before) == "pre-registered, 3 paired seeds"
     assert (after.best_seeds, after.best_value, after.baseline_value) == (before.best_seeds, before.best_value, before.baseline_value)
     assert after.best_gap == before.best_gap and after.verdict == before.verdict and after.looks == before.looks
     assert [row.seeds for row in after.confirmation] == [2, 2]  # shown, in the confirmation table

@@ -9,6 +9,7 @@ from search.analysis.sequential import plan_of
 from search.analysis.stored import stored_study
 from search.config import load_config
 from search.storage.records import stored_config
+from search.text import confirm_command, gap_text, warnings
 from tests.search.conftest import ROOT
 
 
@@ -40,10 +41,10 @@ def test_its_summary_reads_as_an_experiment(tmp_path):
     db = tmp_path / "prereg.db"
     shutil.copy(ROOT / "docs" / "results" / "prereg.db", db)
     s = summarize(stored_study("prereg-long", f"sqlite:///{db}"))
-    assert s.looks is not None and s.confirm_command == "prism-search resume prereg-long"
+    assert s.looks is not None and confirm_command(s) == "prism-search resume prereg-long"
     assert s.best_gap is not None and s.best_gap.selected_from is None
-    assert s.mixed_seeds == [] and s.warnings() == []  # each pair on one kind of hardware: no warning
-    text = s.gap_text()  # no better/worse word between looks, only the looks judge; the gap over all pairs, listed once
+    assert s.mixed_seeds == [] and warnings(s) == []  # each pair on one kind of hardware: no warning
+    text = gap_text(s)  # no better/worse word between looks, only the looks judge; the gap over all pairs, listed once
     assert text.endswith("for reading only: the pre-registered test decides at its looks") and s.gaps == []
     assert not any(word in text for word in ("better", "worse", "inside the noise"))
     assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))

@@ -110,10 +110,8 @@ def test_command_study_prunes_fails_is_interrupted_resumes_and_ends_with_a_verdi
     assert "gap to uniform" in status.stdout and "failed trial" in status.stdout, status.stdout
     as_json = subprocess.run([sys.executable, "-m", "search.cli", "status", "own-trainer", "--storage", url, "--json"], **RUN)
     (shown,) = json.loads(as_json.stdout)["failed_trials"]  # a named study: its one object
-    assert (
-        f"trial {failed[0].number} {FAILING} seed 0: TrainerError" in shown
-        and "CUDA out of memory (simulated by the test's wrapper)" in shown
-    )
+    assert (shown["number"], shown["schedule"], shown["seed"]) == (failed[0].number, FAILING, 0)
+    assert shown["error"].startswith("TrainerError") and "CUDA out of memory (simulated by the test's wrapper)" in shown["error"]
 
 
 def test_python_kind_runs_the_example_function_on_two_workers(ray_local, tmp_path):

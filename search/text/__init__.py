@@ -1,0 +1,41 @@
+"""The words for what search.analysis returns: what `status`, `best`, the dashboard and the report print.
+
+Analysis returns typed values; the English, and the command to run next, are written here once for every display,
+so the CLI and the dashboard say the same thing.
+"""
+
+from search.text.summary import (
+    best_how,
+    best_json,
+    best_label,
+    confirm_command,
+    crossed_text,
+    driver_gone_text,
+    failed_text,
+    failed_trial_text,
+    fidelity_warnings,
+    gap_text,
+    not_finite_text,
+    pruning_text,
+    summary_json,
+    unsaved_text,
+    warnings,
+)
+
+__all__ = [
+    "best_how",
+    "best_json",
+    "best_label",
+    "confirm_command",
+    "crossed_text",
+    "driver_gone_text",
+    "failed_text",
+    "failed_trial_text",
+    "fidelity_warnings",
+    "gap_text",
+    "not_finite_text",
+    "pruning_text",
+    "summary_json",
+    "unsaved_text",
+    "warnings",
+]

@@ -1,0 +1,137 @@
+"""The words for a study's Summary (search.analysis.summary): its best schedule, its gap, what failed, what to do."""
+
+from __future__ import annotations
+
+from search import jsonout
+from search.analysis import Summary, tokens_text
+from search.analysis.summary import DriverGone, FailedRun, NotFinite, PruningStart, Unsaved
+
+LOOKS_DECIDE = "the pre-registered test decides at its looks"
+
+
+def confirm_command(s: Summary) -> str:
+    """What measures the best's noise: confirmation seeds, or an experiment's own next pairs."""
+    if s.is_experiment:
+        return f"prism-search resume {s.name}"
+    return s.verdict.command or f"prism-search confirm {s.name} --top 1 --seeds 3"  # one command everywhere
+
+
+def best_label(s: Summary) -> str:
+    """What `best_schedule` is called ("best schedule", "best val loss"): an experiment's was fixed before its
+    data, not picked by its mean."""
+    return "challenger" if s.is_experiment else "best"
+
+
+def best_how(s: Summary) -> str:
+    """How `best_schedule` was chosen, with its seeds."""
+    seeds = len(s.best_seeds)
+    if s.is_experiment:
+        return f"pre-registered, {seeds} paired seed{'s' if seeds != 1 else ''}"
+    return "by paired mean" + (f", {seeds} seeds" if seeds > 1 else "")
+
+
+def gap_text(s: Summary) -> str:
+    """The best's gap; when uniform is the best, saying "+0.0000 against itself" would hide the answer, so the text
+    says uniform won and gives the best other schedule's gap."""
+    if s.uniform_is_best and s.runner_up is None:
+        return "none yet: uniform is the only schedule finished"
+    if s.is_experiment and s.best_gap:  # read between looks at 95%, it must not pass for the test
+        gap = f"{s.best_gap.text(judged=False)}; every pair so far at 95%, for reading only: {LOOKS_DECIDE}"
+    else:
+        gap = s.best_gap.text(confirm_command(s)) if s.best_gap else "n/a"
+    if s.uniform_is_best:
+        return f"none: uniform is the best schedule by paired mean; the best other, {s.runner_up}: {gap}"
+    return gap
+
+
+def _error(run: FailedRun) -> str:
+    return run.error if run.error is not None else "no error recorded"
+
+
+def failed_text(s: Summary) -> str:
+    """The baseline and reference runs that failed for good, and what to do: run and resume leave them failed
+    (search.study.create)."""
+    runs = "; ".join(f"{r.role} {r.schedule} seed {r.seed} (trial {r.number}: {_error(r)})" for r in s.failed_runs)
+    return (
+        f"{runs}; not queued again automatically: `prism-search resume {s.name} --retry-baselines` "
+        "queues them once more (a divergence repeats: that needs a new study with other train settings)"
+    )
+
+
+def failed_trial_text(run: FailedRun) -> str:
+    return f"trial {run.number} {run.schedule} seed {run.seed}: {_error(run)}"
+
+
+def not_finite_text(rows: list[NotFinite]) -> str:
+    said = (
+        f"trial {r.number} ({'?' if r.schedule is None else r.schedule} seed {'?' if r.seed is None else r.seed}): "
+        + ", ".join(f"{name} {v}" for name, v in r.values.items())
+        for r in rows
+    )
+    return "; ".join(said) + ": failed runs for the statistics, in no mean or gap"
+
+
+def driver_gone_text(gone: DriverGone, name: str) -> str:
+    why = f"its driver (pid {gone.pid}) has ended" if gone.pid is not None else "its driver sent no heartbeat within the grace period"
+    numbers, them = ", ".join(map(str, gone.numbers)), "them" if len(gone.numbers) > 1 else "it"
+    return (
+        f"trial{'s' if len(gone.numbers) > 1 else ''} {numbers} RUNNING, but {why}: nothing trains {them}; "
+        f"`prism-search resume {name}` runs {them} again"
+    )
+
+
+def unsaved_text(rows: list[Unsaved], shown: int) -> str:
+    """The first `shown` of them, and how many more `status --json` lists."""
+    more = f"; and {len(rows) - shown} more (`status --json`)" if len(rows) > shown else ""
+    return "; ".join(f"trial {u.number}: {u.error}" for u in rows[:shown]) + more + " (their results are stored)"
+
+
+def crossed_text(s: Summary) -> str:
+    pairs = s.crossed_pairs
+    listed = ", ".join(f"{schedule} seed {seed}" for schedule, seed in pairs)
+    without = s.verdict_one_kind.text() if s.verdict_one_kind else "n/a"
+    return f"{len(pairs)} pair{'s' if len(pairs) > 1 else ''} ({listed}) ran on two kinds of hardware; without them: {without}"
+
+
+def pruning_text(start: PruningStart) -> str:
+    if start.rung is None:
+        return f"not yet: no rung ranks reliably in the {start.n_curves} complete curves, so trials run to the end"
+    tokens = start.rung.tokens
+    return (
+        f"from {tokens_text(tokens)} tokens ({tokens / start.budget_tokens:.0%} of the budget): from there on "
+        f"{start.rung.agreement.text()} and the best by mean survives a 1/{start.reduction_factor} cut per seed"
+    )
+
+
+def fidelity_warnings(s: Summary) -> list[str]:
+    return [w for r in s.fidelity or [] if (w := r.warning())]
+
+
+def warnings(s: Summary) -> list[str]:
+    """Everything `status` and the dashboard warn about: unreliable rungs, trials left out, and seeds whose runs
+    were trained on mixed hardware, where the same (schedule, seed) does not repeat bit for bit (docs/results.md), so
+    a pair across kinds is not exact. Seeds each on one kind are exact pairs, whichever kind each seed had."""
+    out = fidelity_warnings(s)
+    out += [f"trial {n} left out: {why} (changed outside prism-search)" for n, why in s.left_out.items()]
+    if s.mixed_seeds:
+        seeds = ", ".join(map(str, s.mixed_seeds))
+        out.append(
+            f"at seed{'s' if len(s.mixed_seeds) > 1 else ''} {seeds} the runs were trained on more than one kind of hardware "
+            f"({', '.join(s.kernels)} in the study): the same run differs across kinds, so paired gaps there carry that "
+            "difference too; keep the runs of a seed on one kind"
+        )
+    return out
+
+
+def summary_json(s: Summary) -> dict:
+    """`status --json`'s object for the study: every field, and the words the table shows beside them."""
+    return s.to_dict() | {"gap_text": gap_text(s), "fidelity_warnings": fidelity_warnings(s), "warnings": warnings(s)}
+
+
+def best_json(s: Summary) -> str:
+    """What `best` prints, for `best --json`: the verdict, the best schedule with its value and gap, the front;
+    valid JSON (search.jsonout: a non-finite value is null)."""
+    full = summary_json(s)
+    keys = ("verdict", "best_schedule", "best_value", "best_seeds", "best_number", "baseline_schedule", "baseline_value")
+    best = {"study": s.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}
+    return jsonout.dumps(best, indent=2)
