@@ -226,6 +226,23 @@ def test_the_cli_reaches_each_part_through_its_face():
     assert not wrong, "\n".join(wrong)
 
 
+def test_errors_are_imported_from_search_errors_only():
+    """One home for the errors: a module that re-exports them (a config importing ConfigError) is no second door."""
+    import search.errors
+
+    errors = {name for name, value in vars(search.errors).items() if isinstance(value, type) and issubclass(value, Exception)}
+    wrong = []
+    for path in sorted([*ROOT.glob("search/**/*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("scripts/*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("search") and node.module != "search.errors":
+                wrong += [
+                    f"{path.relative_to(ROOT)}:{node.lineno} {alias.name} from {node.module}"
+                    for alias in node.names
+                    if alias.name in errors
+                ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_dashboard_reads_the_study_only_through_its_face():
     """search.study's face (its __all__), never one of its modules: the modules that train and write sit behind it."""
     face = _public("search.study")

@@ -4,7 +4,6 @@ Seeding a study with a prior is the study's (search.study.lifecycle): priors ran
 """
 
 from search.priors.audit import (
-    AuditError,
     audit_model,
     load_source,
     owned_checkpoint,
@@ -14,14 +13,12 @@ from search.priors.audit import (
     write_report,
 )
 from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT, RankedSchedule, ideal_schedule, onset_and_late, rank_schedules
-from search.priors.prior_file import PriorError, make_prior, read_prior, write_prior
+from search.priors.prior_file import make_prior, read_prior, write_prior
 from search.priors.zones import Zone, detect_zones
 
 __all__ = [
     "LATE_DEFAULT",
     "ONSET_DEFAULT",
-    "AuditError",
-    "PriorError",
     "RankedSchedule",
     "Zone",
     "audit_model",

@@ -16,7 +16,6 @@ from search.storage._optuna import (
     whole_study,
 )
 from search.storage.database import (
-    StorageError,
     check_lasting,
     check_url,
     creation_lock,
@@ -29,7 +28,6 @@ from search.storage.database import (
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 __all__ = [
-    "StorageError",
     "cached",
     "change_stamp",
     "check_lasting",

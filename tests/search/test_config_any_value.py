@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from search.config import ConfigError, StudyConfig, parse_config
+from search.config import StudyConfig, parse_config
+from search.errors import ConfigError
 from tests.search.test_cli_errors import run_cli
 
 

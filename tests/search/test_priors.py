@@ -6,8 +6,9 @@ import json
 import pytest
 
 from prism import Schedule
+from search.errors import PriorError
 from search.families import RampFamily, UniformFamily
-from search.priors import PriorError, Zone, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior
+from search.priors import Zone, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior
 
 
 def _step(n_layer: int, at: int, low: float = 0.0, high: float = 1.0, noise: float = 0.0) -> list[float]:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from search.cli import app
-from search.config import ConfigError
+from search.errors import ConfigError
 from search.runner.preflight import check_folder
 from tests.search.analysis.test_summary import UNIFORM, add, make_study
 from tests.search.conftest import ROOT, small_file_system

@@ -21,7 +21,8 @@ import torch
 from optuna.trial import TrialState
 
 from search.analysis.budget import is_served
-from search.runner.cluster import ClusterError, check_cluster
+from search.errors import ClusterError
+from search.runner.cluster import check_cluster
 from search.storage.records import FINISHED
 from tests.search.conftest import ROOT
 from tests.search.runner.cluster_probe import RESOURCES

@@ -22,8 +22,9 @@ from prism import Schedule
 from search.analysis.budget import budget
 from search.attrs import DUPLICATE_ATTR, ROLE_SEARCH
 from search.cli.progress import Progress
+from search.errors import DatabaseUnavailable
 from search.runner import driver as driver_module
-from search.runner.driver import DatabaseUnavailable, Driver
+from search.runner.driver import Driver
 from search.runner.preflight import check_corpus
 from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage, stale_trial_ids, storage_of, trial_id

@@ -6,7 +6,8 @@ import pytest
 from prism import Schedule
 from search.attrs import GRID_INDEX
 from search.config import StudyConfig
-from search.study.samplers import GridExhausted, ScheduleGridSampler, make_sampler
+from search.errors import GridExhausted
+from search.study.samplers import ScheduleGridSampler, make_sampler
 
 
 def _config(tiny_config, sampler, family="ramp"):

@@ -2,7 +2,8 @@
 
 import pytest
 
-from search.config import ConfigError, load_config
+from search.config import load_config
+from search.errors import ConfigError
 from tests.search.trainers.conftest import EXAMPLE
 
 
