@@ -200,7 +200,7 @@ def replay(config: StudyConfig, table, profile: dict | None, arms: list[str], se
         prior = make_prior(profile, config, config.family)
         zones = [f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]]
         print("profile zones: " + ", ".join(zones))
-        ranks = [f"{e['schedule']} ({ranking.index(e['schedule']) + 1})" for e in prior["schedules"]]
+        ranks = [f"{e.schedule} ({ranking.index(e.schedule) + 1})" for e in prior.schedules]
         print("prior schedules (true rank of each): " + ", ".join(ranks))
     elif "prior" in arms:
         arms = [a for a in arms if a != "prior"]

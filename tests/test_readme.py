@@ -147,7 +147,7 @@ def test_every_readme_command_runs_as_shown_after_the_quickstart(tmp_path):
     assert "prism-search confirm quickstart" in outputs["run"]  # the end of the quickstart names the next command
     assert "gap to uniform" in outputs["status"] and "1x2,2x1,4x1" in outputs["train"]
     assert outputs["export"].startswith("number,") and "confirmation of quickstart" in outputs["confirm"]
-    assert "hypothesis: " in outputs["prior"] and "distance: " in outputs["prior"]  # the columns are explained
+    assert "variant: " in outputs["prior"] and "distance: " in outputs["prior"]  # the columns are explained
     for written in ("model/model.safetensors", "report.html", "profile.json", "prior.json"):
         assert (tmp_path / written).is_file(), written
     (example,) = python_examples()  # the Python quickstart, on the study the commands above trained and confirmed

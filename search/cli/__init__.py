@@ -578,16 +578,16 @@ def prior(
 
     config = load_config(study_file)
     result = write_prior(profile_file, config, top, output)
-    onset = result["onset"]
+    onset = result.onset
     table = Table(
-        title=f"prior for {config.name} ({config.space.family} family, baseline {result['baseline']}); integration onset "
-        + (f"at depth {onset['depth']:.3f} (layer {onset['layer']})" if onset else f"not found: default depth {ONSET_DEFAULT}")
+        title=f"prior for {config.name} ({config.space.family} family, baseline {result.baseline}); integration onset "
+        + (f"at depth {onset.depth:.3f} (layer {onset.layer})" if onset else f"not found: default depth {ONSET_DEFAULT}")
     )
     columns = _prior_columns(LATE_DEFAULT)
     for col, _ in columns:
         table.add_column(col)
-    for e in result["schedules"]:
-        table.add_row(str(e["rank"]), e["schedule"], e["variant"], f"{e['distance']:g}")
+    for e in result.schedules:
+        table.add_row(str(e.rank), e.schedule, e.variant, f"{e.distance:g}")
     console.print(table)
     for col, meaning in columns:
         console.print(f"{col}: {meaning}", highlight=False, soft_wrap=True)
@@ -600,15 +600,15 @@ def _prior_columns(late_default: float) -> list[tuple[str, str]]:
         ("rank", "the order in which `run --prior` queues the schedules (most literal reading of the profile first)"),
         ("schedule", "a member of the study's family, head counts as HEADSxLAYERS"),
         (
-            "hypothesis",
-            "the reading of the profile it stands for; ideal: the widest heads first, reaching the baseline's head count at "
-            "the integration onset (the strongest transition zone), one count higher from a late zone on if one was found; "
+            "variant",
+            "the hypothesis (reading of the profile) it stands for; ideal: the widest heads first, reaching the baseline's head "
+            "count at the integration onset (the strongest transition zone), one count higher from a late zone on if one was found; "
             f"other-late: the ideal without that late step (or with one at depth {late_default} when none was found); onset+1 / onset-1: "
             "the ramp completing one layer later / earlier; ',top+1': the same shape ending one head count above the baseline",
         ),
         (
             "distance",
-            "from the hypothesis' ideal schedule to this one: summed |log2 head count difference| over layers; 0 = the ideal itself",
+            "from the variant's ideal schedule to this one: summed |log2 head count difference| over layers; 0 = the ideal itself",
         ),
     ]
 

@@ -13,12 +13,13 @@ from search.priors.audit import (
     write_report,
 )
 from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT, RankedSchedule, ideal_schedule, onset_and_late, rank_schedules
-from search.priors.prior_file import make_prior, read_prior, write_prior
+from search.priors.prior_file import Prior, make_prior, read_prior, write_prior
 from search.priors.zones import Zone, detect_zones
 
 __all__ = [
     "LATE_DEFAULT",
     "ONSET_DEFAULT",
+    "Prior",
     "RankedSchedule",
     "Zone",
     "audit_model",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
@@ -41,6 +42,9 @@ from search.study.policy import StopWhenExhausted, first_stop, search_policies
 from search.study.pruning import make_stopping
 from search.study.samplers import narrowed, reachable_target
 
+if TYPE_CHECKING:
+    from search.priors import Prior  # loads torch: only the commands that train read a prior
+
 
 @dataclass(frozen=True)
 class AutoPrior:
@@ -51,7 +55,7 @@ class AutoPrior:
 class PriorFile:
     """`run --prior PRIOR.json`: a prior file (`prism-search prior`), read and checked against the study."""
 
-    prior: dict  # {"n_layer", "schedules": [{"schedule", "rank", ...}], ...} (search.priors.prior_file)
+    prior: Prior
 
 
 PriorChoice = AutoPrior | PriorFile | None  # None: no prior
@@ -223,7 +227,7 @@ def _seed_with_prior(ctx: StudyContext, prior: PriorChoice, progress: StudyProgr
             baselines = Driver(replace(ctx, config=keeping_checkpoints(config)), progress, stopping=make_stopping(ctx), policies=stop_rule)
             baselines.run(config.search.baseline_seeds, config.resources.workers)
             audited = prior_from_baseline(ctx)
-            progress.note(f"prior from the baseline's geometry: {', '.join(e['schedule'] for e in audited['schedules'])}")
+            progress.note(f"prior from the baseline's geometry: {', '.join(e.schedule for e in audited.schedules)}")
         case PriorFile(ranked):
             added = seed_study(ctx, ranked)
             progress.note(f"prior schedules queued: {', '.join(added) or 'none new'}")
@@ -235,7 +239,7 @@ def is_seeded(study: optuna.Study) -> bool:
     return ATTR_PRIOR in study.user_attrs
 
 
-def seed_study(ctx: StudyContext, prior: dict, profile: dict | None = None) -> list[str]:
+def seed_study(ctx: StudyContext, prior: Prior, profile: dict | None = None) -> list[str]:
     """Enqueue the prior's schedules (once per study) and store prior and profile; returns those enqueued."""
     study, config = ctx.study, ctx.config
     if is_seeded(study):
@@ -247,15 +251,16 @@ def seed_study(ctx: StudyContext, prior: dict, profile: dict | None = None) -> l
         if t.user_attrs.get(SEED, config.seed) == config.seed and t.state in (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
     }
     added = []
-    for entry in prior["schedules"]:
-        if entry["schedule"] in queued:
+    for entry in prior.schedules:
+        if entry.schedule in queued:
             continue  # the baseline or a reference already measures it
-        origin = {SOURCE: SOURCE_PRIOR, PRIOR_RANK: entry["rank"]}
-        enqueue(study, ctx.family, Schedule.parse(entry["schedule"]), role=ROLE_SEARCH, seed=config.seed, **origin)
-        queued.add(entry["schedule"])
-        added.append(entry["schedule"])
+        origin = {SOURCE: SOURCE_PRIOR, PRIOR_RANK: entry.rank}
+        enqueue(study, ctx.family, Schedule.parse(entry.schedule), role=ROLE_SEARCH, seed=config.seed, **origin)
+        queued.add(entry.schedule)
+        added.append(entry.schedule)
     narrow_until = len(study.get_trials(deepcopy=False)) + config.search.n_startup_trials  # trial numbers
-    study.set_user_attr(ATTR_PRIOR, json.dumps(prior | {"narrow_until": narrow_until, "strength": config.search.prior_strength}))
+    seeded = replace(prior, narrow_until=narrow_until, strength=config.search.prior_strength)
+    study.set_user_attr(ATTR_PRIOR, json.dumps(seeded.to_dict()))
     if profile is not None:
         study.set_user_attr(ATTR_AUDIT, json.dumps(profile))
     return added
@@ -266,11 +271,12 @@ def narrow_sampler(ctx: StudyContext) -> None:
     study, family = ctx.study, ctx.family
     if not is_seeded(study):
         return
-    prior = json.loads(study.user_attrs[ATTR_PRIOR])
-    anchors = [
-        family.params_for(Schedule.parse(e["schedule"])) for e in prior["schedules"] if family.contains(Schedule.parse(e["schedule"]))
-    ]
-    study.sampler = narrowed(study.sampler, anchors, prior["strength"], prior["narrow_until"], ctx.config.seed)
+    from search.priors import Prior
+
+    prior = Prior.of(json.loads(study.user_attrs[ATTR_PRIOR]), f"study {study.study_name!r}'s stored prior")
+    anchors = [family.params_for(Schedule.parse(e.schedule)) for e in prior.schedules if family.contains(Schedule.parse(e.schedule))]
+    assert prior.strength is not None and prior.narrow_until is not None  # a seeded study stores both (seed_study)
+    study.sampler = narrowed(study.sampler, anchors, prior.strength, prior.narrow_until, ctx.config.seed)
 
 
 def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
@@ -280,7 +286,7 @@ def keeping_checkpoints(config: StudyConfig) -> StudyConfig:
     return config.model_copy(update={"keep_checkpoints": "all"})  # checkpoint_dir is absolute already (StudyConfig._absolute)
 
 
-def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> dict:
+def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> Prior:
     """Audit the paired baseline's checkpoint, map the profile, seed the study; returns the prior."""
     from search.priors import audit_model, load_source, make_prior, owned_checkpoint  # torch
 

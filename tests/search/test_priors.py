@@ -97,15 +97,19 @@ def test_make_prior_refuses_a_profile_of_another_depth(tiny_config):
 
 
 def test_read_prior_checks_depth_and_schedules(tiny_config, tmp_path):
-    prior = make_prior(_profile(3, [1]), tiny_config, tiny_config.family)
+    prior = make_prior(_profile(3, [1]), tiny_config, tiny_config.family).to_dict()
     path = tmp_path / "prior.json"
     path.write_text(json.dumps(prior))
-    assert read_prior(path, tiny_config)["schedules"] == prior["schedules"]
+    read = read_prior(path, tiny_config)
+    assert read.to_dict() == prior and read.schedules[0].schedule == prior["schedules"][0]["schedule"]  # typed, as made
     path.write_text(json.dumps(prior | {"n_layer": 12}))
     with pytest.raises(PriorError, match=r"for 12 layers, the study has model.n_layer=3"):
         read_prior(path, tiny_config)
-    path.write_text(json.dumps(prior | {"schedules": [{"schedule": "3x3", "rank": 1}]}))
+    path.write_text(json.dumps(prior | {"schedules": [{"schedule": "3x3", "rank": 1, "variant": "ideal", "distance": 0}]}))
     with pytest.raises(PriorError, match="prior schedule '3x3' does not fit"):
+        read_prior(path, tiny_config)
+    path.write_text(json.dumps(prior | {"schedules": [{"schedule": "1x3", "rank": "first", "variant": "ideal", "distance": 0}]}))
+    with pytest.raises(PriorError, match=r"prior.json: schedules.0.rank: Input should be a valid integer.*`prism-search prior`"):
         read_prior(path, tiny_config)
     with pytest.raises(PriorError, match="not found"):
         read_prior(tmp_path / "missing.json", tiny_config)

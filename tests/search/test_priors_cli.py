@@ -46,7 +46,7 @@ def test_audit_a_checkpoint_writes_profile_and_self_contained_report(monkeypatch
     printed = capsys.readouterr().out
     header = next(line for line in printed.splitlines() if "rank" in line and "distance" in line)
     columns = [c.strip() for c in header.strip("┃│ ").split("┃" if "┃" in header else "│")]
-    assert columns == ["rank", "schedule", "hypothesis", "distance"]
+    assert columns == ["rank", "schedule", "variant", "distance"]
     assert all(f"\n{c}: " in printed for c in columns)  # a legend line explains every column
     assert all(e["schedule"] in printed and e["variant"] in printed for e in prior["schedules"])
     assert all(Schedule.parse(e["schedule"]).is_monotone for e in prior["schedules"])

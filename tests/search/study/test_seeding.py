@@ -54,7 +54,7 @@ def test_narrowing_draws_early_proposals_near_the_priors(tiny_config, strength):
     seed_study(ctx, prior)
     narrow_sampler(ctx)
     assert isinstance(study.sampler.base, PriorSampler)  # inside the distinct proposals (search.study.samplers)
-    anchor = family.params_for(Schedule.parse(prior["schedules"][0]["schedule"]))
+    anchor = family.params_for(Schedule.parse(prior.schedules[0].schedule))
     offsets = []
     for _ in range(40):
         trial = study.ask()
