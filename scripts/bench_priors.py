@@ -42,7 +42,7 @@ from optuna.trial import TrialState
 
 from prism import Trainer, load_corpus
 from search.config import StudyConfig, load_config, references_for
-from search.priors import audit_model, make_prior
+from search.priors import Profile, audit_model, make_prior
 from search.study import narrow_sampler, open_study, seed_study
 
 DATA = Path(__file__).parent / "data"
@@ -85,7 +85,7 @@ def make_table(config: StudyConfig, seeds: int, workers: int) -> None:
             print(f"[{i}/{len(jobs)}] {row['schedule']} seed {row['seed']}: {row['val_loss']:.4f} ({row['wall_s']:.0f} s)", flush=True)
     for row in rows:
         if "profile" in row:
-            PROFILE.write_text(json.dumps(row.pop("profile"), indent=1))
+            PROFILE.write_text(json.dumps(row.pop("profile").to_dict(), indent=1))
     with TABLE.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=["schedule", "seed", "val_loss", "wall_s"])
         writer.writeheader()
@@ -137,7 +137,7 @@ def truth(table: dict[tuple[str, int], float]) -> tuple[dict[str, float], float]
     return means, margin
 
 
-def search_once(config: StudyConfig, table, profile: dict | None, budget: int, goal: str) -> list[str]:
+def search_once(config: StudyConfig, table, profile: Profile | None, budget: int, goal: str) -> list[str]:
     """The schedules a search trains, in order, until it trains `goal` or `budget` schedules; `profile` = prior-seeded.
 
     A proposal of a (schedule, seed) already trained is answered (the sampler learns) but not counted, as the
@@ -176,7 +176,7 @@ def _stats(values: list[int], budget: int) -> str:
     )
 
 
-def replay(config: StudyConfig, table, profile: dict | None, arms: list[str], search_seeds: int, budget: int) -> None:
+def replay(config: StudyConfig, table, profile: Profile | None, arms: list[str], search_seeds: int, budget: int) -> None:
     means, margin = truth(table)
     ranking = sorted(means, key=means.__getitem__)
     # every arm trains the enqueued schedules (baseline, references) first: a target among them is found for free
@@ -198,7 +198,7 @@ def replay(config: StudyConfig, table, profile: dict | None, arms: list[str], se
     print(f"enqueued (trained first by every arm): {', '.join(sorted(enqueued))}; best searched schedule {best_searched}")
     if profile is not None:
         prior = make_prior(profile, config, config.family)
-        zones = [f"{z['depth']:.3f} (layer {z['layer']}, strength {z['strength']:.2f})" for z in profile["zones"]]
+        zones = [f"{z.depth:.3f} (layer {z.layer}, strength {z.strength:.2f})" for z in profile.zones]
         print("profile zones: " + ", ".join(zones))
         ranks = [f"{e.schedule} ({ranking.index(e.schedule) + 1})" for e in prior.schedules]
         print("prior schedules (true rank of each): " + ", ".join(ranks))
@@ -242,7 +242,7 @@ def _shifted(table, study_seed: int) -> dict[tuple[str, int], float]:
 def make_profile(config: StudyConfig, path: Path) -> None:
     """Train the study's baseline at the study seed and audit it: the profile `run --prior auto` would map."""
     row = _train((config, str(config.baseline), config.seed, True))
-    path.write_text(json.dumps(row["profile"], indent=1))
+    path.write_text(json.dumps(row["profile"].to_dict(), indent=1))
     print(f"baseline {row['schedule']} seed {row['seed']}: val loss {row['val_loss']:.4f} ({row['wall_s']:.0f} s) -> {path}")
 
 
@@ -272,7 +272,7 @@ def main() -> None:
         if not TABLE.is_file():
             sys.exit(f"no table at {TABLE}; build it once with --make-table")
         table, profile_path = read_table(), PROFILE
-    profile = json.loads(profile_path.read_text()) if profile_path.is_file() else None
+    profile = Profile.of(json.loads(profile_path.read_text()), str(profile_path)) if profile_path.is_file() else None
     arms = [a for a in args.arms.split(",") if a]
     if unknown := set(arms) - set(ARMS):
         sys.exit(f"error: --arms: unknown {sorted(unknown)} (fix: choose from {', '.join(ARMS)})")

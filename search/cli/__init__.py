@@ -557,11 +557,11 @@ def audit(
     from search.priors import write_audit
 
     profile, report = write_audit(source, storage or DEFAULT_STORAGE, output, html)
-    table = Table(title=f"transition zones of {source} ({profile['schedule']})")
+    table = Table(title=f"transition zones of {source} ({profile.schedule})")
     for col in ("depth", "from layer", "span", "strength"):
         table.add_column(col)
-    for z in profile["zones"]:
-        table.add_row(f"{z['depth']:.3f}", str(z["layer"]), f"{z['start']:.2f}-{z['end']:.2f}", f"{z['strength']:.3f}")
+    for z in profile.zones:
+        table.add_row(f"{z.depth:.3f}", str(z.layer), f"{z.start:.2f}-{z.end:.2f}", f"{z.strength:.3f}")
     console.print(table)
     console.print(f"profile: {output}  report: {report}")
 

@@ -7,19 +7,21 @@ from search.priors.audit import (
     audit_model,
     load_source,
     owned_checkpoint,
-    read_profile,
     trial_checkpoint,
     write_audit,
     write_report,
 )
 from search.priors.mapping import LATE_DEFAULT, ONSET_DEFAULT, RankedSchedule, ideal_schedule, onset_and_late, rank_schedules
 from search.priors.prior_file import Prior, make_prior, read_prior, write_prior
+from search.priors.profile import PROFILE_FORMAT, Profile, read_profile
 from search.priors.zones import Zone, detect_zones
 
 __all__ = [
     "LATE_DEFAULT",
     "ONSET_DEFAULT",
+    "PROFILE_FORMAT",
     "Prior",
+    "Profile",
     "RankedSchedule",
     "Zone",
     "audit_model",

@@ -1,14 +1,15 @@
 """`prism-search audit SOURCE`: a model's per-layer geometry on fixed probe texts, with its transition zones.
 
 SOURCE is a stored trial (`STUDY:TRIAL` or `STUDY:baseline`, whose `checkpoint` user attr names its checkpoint folder), a Prism
-checkpoint folder, or a local Hugging Face GPT-2-family folder. The profile is plain JSON (format
-PROFILE_FORMAT) so the `prior` command, the study's user attrs and the dashboard all read the same thing.
+checkpoint folder, or a local Hugging Face GPT-2-family folder. The profile (search.priors.profile) is stored as
+plain JSON, so the `prior` command, the study's user attrs and the dashboard all read the same thing.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,13 +22,12 @@ from prism.probes import probe_sets
 from search import jsonout
 from search.errors import AuditError
 from search.outputs import check_output, write_output
-from search.priors._files import read_versioned_json
+from search.priors.profile import Profile
 from search.priors.zones import MIN_STRENGTH, detect_zones
 
 if TYPE_CHECKING:
     import optuna
 
-PROFILE_FORMAT = "prism-profile/1"
 # the per-layer curves of the report and of zone detection: (LayerMetrics attribute, label, unit)
 METRICS = [
     ("depth_curvature", "depth curvature", "rad"),
@@ -138,39 +138,38 @@ def load_source(source: str, storage_url: str) -> tuple[PrismLM, str]:
 
 
 @torch.no_grad()
-def audit_model(model: PrismLM, source: str = "", n_probes: int = 8) -> dict:
+def audit_model(model: PrismLM, source: str = "", n_probes: int = 8) -> Profile:
     """Every metric per layer on each probe set, plus the transition zones of all curves together."""
     model.eval()
     cfg = model.cfg
     L = cfg.n_layer
-    profile: dict = {
-        "format": PROFILE_FORMAT,
-        "source": source,
-        "n_layer": L,
-        "d_model": cfg.d_model,
-        "schedule": str(model.schedule),
-        "depths": [(layer + 1) / L for layer in range(L)],
-        "probes": {},
-        "curves": {},
-        "layers": {},
-    }
+    probes_of, layers, by_probe = {}, {}, {}
     device = next(model.parameters()).device
     for probes in probe_sets(cfg.block_size, n_probes):
         tokens = probes.tokens % cfg.vocab_size  # byte ids; a smaller vocab folds them, keeping repeats and pairs
         rows = layer_profile(model.trace(tokens.to(device)))
-        profile["probes"][probes.name] = probes.description
-        profile["layers"][probes.name] = [vars(r) for r in rows]
-        profile["curves"][probes.name] = {attr: [getattr(r, attr) for r in rows] for attr, _, _ in METRICS}
-    curves = {f"{p}.{m}": values for p, by_metric in profile["curves"].items() for m, values in by_metric.items()}
-    profile["zones"] = [z.to_dict() for z in detect_zones(curves)]
-    profile["zone_method"] = (
-        f"search.priors.zones: z-normalised per-layer curves ({len(curves)}: 5 metrics x probe sets), [1,2,1]/4 "
-        f"smoothing from 6 layers, mean |change| per boundary, local maxima with prominence (strength) >= {MIN_STRENGTH}"
+        probes_of[probes.name] = probes.description
+        layers[probes.name] = [vars(r) for r in rows]
+        by_probe[probes.name] = {attr: [getattr(r, attr) for r in rows] for attr, _, _ in METRICS}
+    curves = {f"{p}.{m}": values for p, by_metric in by_probe.items() for m, values in by_metric.items()}
+    return Profile(
+        n_layer=L,
+        zones=detect_zones(curves),
+        source=source,
+        schedule=str(model.schedule),
+        d_model=cfg.d_model,
+        depths=[(layer + 1) / L for layer in range(L)],
+        probes=probes_of,
+        curves=by_probe,
+        layers=layers,
+        zone_method=(
+            f"search.priors.zones: z-normalised per-layer curves ({len(curves)}: 5 metrics x probe sets), [1,2,1]/4 "
+            f"smoothing from 6 layers, mean |change| per boundary, local maxima with prominence (strength) >= {MIN_STRENGTH}"
+        ),
     )
-    return profile
 
 
-def write_audit(source: str, storage_url: str, output: str, html: str | None = None) -> tuple[dict, Path]:
+def write_audit(source: str, storage_url: str, output: str, html: str | None = None) -> tuple[Profile, Path]:
     """`audit SOURCE`: audit the model SOURCE names, write its profile (JSON, `output`) and its report (`html`,
     default: the profile's name with .html); both places are checked before the model loads. Returns the profile
     and where the report went."""
@@ -178,23 +177,19 @@ def write_audit(source: str, storage_url: str, output: str, html: str | None = N
     check_output(output, "-o", ".json")
     check_output(page, "--html", ".html")
     model, kind = load_source(source, storage_url)
-    profile = audit_model(model, source=source) | {"kind": kind}
-    write_output(output, jsonout.dumps(profile, indent=1), "-o", ".json")
+    profile = replace(audit_model(model, source=source), kind=kind)
+    write_output(output, jsonout.dumps(profile.to_dict(), indent=1), "-o", ".json")
     return profile, write_report(profile, page, "--html")
 
 
-def read_profile(path: str | Path) -> dict:
-    return read_versioned_json(path, PROFILE_FORMAT, "profile", "`prism-search audit SOURCE -o PROFILE.json`", AuditError)
-
-
-def write_report(profile: dict, path: str | Path, flag: str = "--html") -> Path:
+def write_report(profile: Profile, path: str | Path, flag: str = "--html") -> Path:
     """A self-contained HTML page (plotly JS embedded): one panel per metric against relative depth, zones shaded."""
     from plotly.subplots import make_subplots
 
     fig = make_subplots(rows=len(METRICS), cols=1, shared_xaxes=True, subplot_titles=[f"{label} ({unit})" for _, label, unit in METRICS])
-    depths = profile["depths"]
+    depths = profile.depths
     for row, (attr, _, _) in enumerate(METRICS, start=1):
-        for i, (probe, by_metric) in enumerate(profile["curves"].items()):
+        for i, (probe, by_metric) in enumerate(profile.curves.items()):
             fig.add_scatter(
                 x=depths,
                 y=by_metric[attr],
@@ -208,19 +203,19 @@ def write_report(profile: dict, path: str | Path, flag: str = "--html") -> Path:
                 row=row,
                 col=1,
             )
-    for z in profile["zones"]:
-        half = 0.5 / profile["n_layer"]
+    for z in profile.zones:
+        half = 0.5 / profile.n_layer
         fig.add_vrect(
-            x0=z["start"] - half,
-            x1=z["end"] + half,
+            x0=z.start - half,
+            x1=z.end + half,
             fillcolor="orange",
-            opacity=min(0.5, 0.1 + z["strength"] / 4),
+            opacity=min(0.5, 0.1 + z.strength / 4),
             line_width=0,
-            annotation_text=f"zone {z['depth']:.2f} (strength {z['strength']:.2f})",
+            annotation_text=f"zone {z.depth:.2f} (strength {z.strength:.2f})",
             annotation_position="top left",
             row="all",
             col=1,
         )
     fig.update_xaxes(title_text="relative depth (layer + 1) / L", row=len(METRICS), col=1)
-    fig.update_layout(height=220 * len(METRICS), title=f"layer geometry of {profile['source']} ({profile['schedule']})")
+    fig.update_layout(height=220 * len(METRICS), title=f"layer geometry of {profile.source} ({profile.schedule})")
     return write_output(path, fig.to_html(include_plotlyjs=True, full_html=True), flag, ".html")

@@ -17,8 +17,8 @@ from search.errors import PriorError
 from search.families import ScheduleFamily
 from search.outputs import check_output, write_output
 from search.priors._files import read_versioned_json
-from search.priors.audit import read_profile
 from search.priors.mapping import RankedSchedule, onset_and_late, rank_schedules
+from search.priors.profile import Profile, read_profile
 from search.priors.zones import Zone
 
 PRIOR_FORMAT = "prism-prior/1"
@@ -57,24 +57,23 @@ class Prior:
             raise PriorError(f"{where}: {name}: {first['msg']}; write the prior again with `prism-search prior`") from None
 
 
-def make_prior(profile: dict, config: StudyConfig, family: ScheduleFamily, top_k: int = 4) -> Prior:
+def make_prior(profile: Profile, config: StudyConfig, family: ScheduleFamily, top_k: int = 4) -> Prior:
     """Map a profile onto the study's family (`family`, the one `config` declares: StudyConfig.family; see
     search.priors.mapping)."""
-    if profile.get("n_layer") != config.model.n_layer:
+    if profile.n_layer != config.model.n_layer:
         raise PriorError(
-            f"the profile is of a {profile.get('n_layer')}-layer model, the study {config.name!r} has "
+            f"the profile is of a {profile.n_layer}-layer model, the study {config.name!r} has "
             f"model.n_layer={config.model.n_layer}; audit a model of the study's depth"
         )
-    zones = _zones(profile)
-    ranked = rank_schedules(family, config.baseline.heads[0], zones, top_k)
-    onset, late = onset_and_late(zones)
+    ranked = rank_schedules(family, config.baseline.heads[0], profile.zones, top_k)
+    onset, late = onset_and_late(profile.zones)
     return Prior(
         study=config.name,
         family=config.space.family,
         n_layer=config.model.n_layer,
         baseline=str(config.baseline),
         schedules=ranked,
-        source=profile.get("source", ""),
+        source=profile.source,
         onset=onset,
         late=late,
     )
@@ -89,19 +88,6 @@ def write_prior(profile_file: str, config: StudyConfig, top_k: int, output: str)
     return prior
 
 
-def _zones(profile: dict) -> list[Zone]:
-    """The profile's transition zones, each field of its declared type (a hand-edited profile gets one line)."""
-    try:
-        return _ZONES.validate_python(profile.get("zones"), strict=False)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise PriorError(
-            f"the profile's zones are malformed (zones.{where}: {first['msg']}); write the profile again with `prism-search audit`"
-        ) from None
-
-
-_ZONES = TypeAdapter(list[Zone])
 _PRIOR = TypeAdapter(Prior)
 
 

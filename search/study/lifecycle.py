@@ -43,7 +43,7 @@ from search.study.pruning import make_stopping
 from search.study.samplers import narrowed, reachable_target
 
 if TYPE_CHECKING:
-    from search.priors import Prior  # loads torch: only the commands that train read a prior
+    from search.priors import Prior, Profile  # loads torch: only the commands that train read a prior
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ def is_seeded(study: optuna.Study) -> bool:
     return ATTR_PRIOR in study.user_attrs
 
 
-def seed_study(ctx: StudyContext, prior: Prior, profile: dict | None = None) -> list[str]:
+def seed_study(ctx: StudyContext, prior: Prior, profile: Profile | None = None) -> list[str]:
     """Enqueue the prior's schedules (once per study) and store prior and profile; returns those enqueued."""
     study, config = ctx.study, ctx.config
     if is_seeded(study):
@@ -262,7 +262,7 @@ def seed_study(ctx: StudyContext, prior: Prior, profile: dict | None = None) -> 
     seeded = replace(prior, narrow_until=narrow_until, strength=config.search.prior_strength)
     study.set_user_attr(ATTR_PRIOR, json.dumps(seeded.to_dict()))
     if profile is not None:
-        study.set_user_attr(ATTR_AUDIT, json.dumps(profile))
+        study.set_user_attr(ATTR_AUDIT, json.dumps(profile.to_dict()))
     return added
 
 
@@ -301,7 +301,7 @@ def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> Prior:
             "the baseline trained by the same `run --prior auto`"
         )
     model, _ = load_source(str(owned_checkpoint(path, study)), config.storage)
-    profile = audit_model(model, source=f"{config.name}:{trial.number}") | {"checkpoint": str(path)}
+    profile = replace(audit_model(model, source=f"{config.name}:{trial.number}"), checkpoint=str(path))
     prior = make_prior(profile, config, ctx.family, top_k)
     seed_study(ctx, prior, profile)
     return prior

@@ -200,13 +200,13 @@ NUMBERS_AND_PATHS = [
     Case(
         "prior-malformed-zones",
         ("prior", "p.json", "T"),
-        ("zones are malformed", "zones.0"),
+        ("the profile's zones.0.depth is malformed", "write the profile again with `prism-search audit`"),
         files={"p.json": '{"format": "prism-profile/1", "n_layer": 3, "zones": [{"depth": "deep"}]}'},
     ),
     Case(
         "prior-zones-not-a-list",
         ("prior", "p.json", "T"),
-        ("zones are malformed",),
+        ("the profile's zones is malformed (Input should be a valid list)",),
         files={"p.json": '{"format": "prism-profile/1", "n_layer": 3, "zones": 7}'},
     ),
     Case("prior-to-device", ("prior", "p.json", "T", "-o", "/dev/full"), ("-o '/dev/full'", "not a file")),

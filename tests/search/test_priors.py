@@ -6,20 +6,20 @@ import json
 import pytest
 
 from prism import Schedule
-from search.errors import PriorError
+from search.errors import AuditError, PriorError
 from search.families import RampFamily, UniformFamily
-from search.priors import Zone, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior
+from search.priors import Profile, detect_zones, ideal_schedule, make_prior, rank_schedules, read_prior, read_profile
 
 
 def _step(n_layer: int, at: int, low: float = 0.0, high: float = 1.0, noise: float = 0.0) -> list[float]:
     return [(high if layer >= at else low) + noise * ((-1) ** layer) for layer in range(n_layer)]
 
 
-def _profile(n_layer: int, steps: list[int]) -> dict:
+def _profile(n_layer: int, steps: list[int]) -> Profile:
     """A synthetic profile whose every curve steps up at each layer in `steps` (later steps smaller)."""
     curve = [sum((1.0 / (i + 1)) * (layer >= at) for i, at in enumerate(steps)) for layer in range(n_layer)]
     curves = {f"corpus.m{k}": [v * (k + 1) for v in curve] for k in range(3)}
-    return {"format": "prism-profile/1", "n_layer": n_layer, "source": "synthetic", "zones": [z.to_dict() for z in detect_zones(curves)]}
+    return Profile(n_layer=n_layer, zones=detect_zones(curves), source="synthetic")
 
 
 # -- zones -------------------------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ def test_ideal_schedule_ramps_in_log2_steps_to_the_baseline_at_the_onset():
 def test_synthetic_profile_maps_to_a_ramp_completing_at_the_onset(n_layer, onset, late):
     profile = _profile(n_layer, [onset] + ([late] if late else []))
     family = RampFamily(n_layer, [1, 2, 4, 8])
-    ranked = rank_schedules(family, 4, [Zone(**z) for z in profile["zones"]], top_k=4)
+    ranked = rank_schedules(family, 4, profile.zones, top_k=4)
     first = Schedule.parse(ranked[0].schedule)
     assert ranked[0].distance == 0 and ranked[0].variant == "ideal"
     assert first.heads[onset] == 4 and first.heads[onset - 1] < 4 and first.heads[0] == 1
@@ -76,7 +76,7 @@ def test_synthetic_profile_maps_to_a_ramp_completing_at_the_onset(n_layer, onset
 def test_ramp_late_family_gets_the_late_step_in_its_zone():
     from search.families import RampLateFamily
 
-    zones = [Zone(**z) for z in _profile(12, [4, 10])["zones"]]
+    zones = _profile(12, [4, 10]).zones
     family = RampLateFamily(12, [1, 2, 4, 8])  # late zone 0.75-0.9: layers 9-10
     ranked = rank_schedules(family, 4, zones, top_k=3)
     first = Schedule.parse(ranked[0].schedule)
@@ -85,7 +85,7 @@ def test_ramp_late_family_gets_the_late_step_in_its_zone():
 
 
 def test_a_family_without_ramps_gets_its_nearest_members():
-    zones = [Zone(**z) for z in _profile(8, [3])["zones"]]
+    zones = _profile(8, [3]).zones
     ranked = rank_schedules(UniformFamily(8, [1, 2, 4, 8]), 4, zones, top_k=2)
     assert [r.schedule for r in ranked] == ["4x8", "2x8"]  # the ideal 1,1,2,4,4,... is nearest to 4 heads, then 2
     assert ranked[0].distance > 0
@@ -113,3 +113,17 @@ def test_read_prior_checks_depth_and_schedules(tiny_config, tmp_path):
         read_prior(path, tiny_config)
     with pytest.raises(PriorError, match="not found"):
         read_prior(tmp_path / "missing.json", tiny_config)
+
+
+def test_read_profile_types_it_back_and_names_a_malformed_field(tmp_path):
+    """A profile read back is the one written, typed; a hand-edited zone with a word for a number gets one line
+    naming it, before any mapping."""
+    profile = _profile(8, [3])
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile.to_dict()))
+    assert read_profile(path) == profile
+    broken = profile.to_dict()
+    broken["zones"][0]["depth"] = "deep"
+    path.write_text(json.dumps(broken))
+    with pytest.raises(AuditError, match=r"profile.json: the profile's zones.0.depth is malformed \(Input should be a valid number"):
+        read_profile(path)

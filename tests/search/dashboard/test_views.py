@@ -129,7 +129,7 @@ def test_a_prior_auto_audit_on_the_study_shows_on_the_audited_trial():
     model = PrismLM(ModelConfig(n_layer=3, d_model=64, block_size=32, dh_min=16, dh_max=64), Schedule.parse("1x3"))
     study = optuna.create_study(study_name="audited")
     study.optimize(lambda t: 1.0, n_trials=2)
-    study.set_user_attr("prism.audit", json.dumps(audit_model(model, source="audited:1", n_probes=2)))
+    study.set_user_attr("prism.audit", json.dumps(audit_model(model, source="audited:1", n_probes=2).to_dict()))
     rows = study_view(study).rows
     assert rows[0].audit is None  # only the audited trial carries it
     assert len(rows[1].audit) == 3 and {"mad_relative", "matrix_entropy", "depth_curvature"} <= set(rows[1].audit[0])

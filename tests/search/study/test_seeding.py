@@ -28,7 +28,7 @@ def test_seeding_enqueues_prior_schedules_once_and_stores_prior_and_profile(tiny
     assert str(tiny_config.baseline) not in added  # already queued as the baseline
     assert [t.user_attrs["schedule"] for t in waiting if t.user_attrs.get("source") == "prior"] == added
     assert all(t.user_attrs["role"] == "search" for t in waiting if t.user_attrs.get("source") == "prior")
-    assert json.loads(study.user_attrs[ATTR_AUDIT])["zones"] == profile["zones"]
+    assert json.loads(study.user_attrs[ATTR_AUDIT])["zones"] == profile.to_dict()["zones"]
     assert json.loads(study.user_attrs[ATTR_PRIOR])["narrow_until"] == len(waiting) + tiny_config.search.n_startup_trials
     assert seed_study(ctx, prior, profile) == []  # resume: nothing queued twice
     # the queue hands out the baselines first, then the prior schedules in rank order
