@@ -58,21 +58,6 @@ class GapReport:
     unselected: PairedGap | None = None  # None when no seed of it was a selection seed (references, uniform)
     selected_from: int | None = None
 
-    def text(self, next_step: str = "", judged: bool = True) -> str:
-        """The gap on unselected seeds first when the schedule was selected, then the value over all seeds.
-        `judged=False`: no better/worse word (an experiment's gap between its looks, which only the looks judge)."""
-
-        def said(gap: PairedGap) -> str:
-            return gap.text(next_step) + (f" {gap.verdict}" if judged and gap.low is not None else "")
-
-        picked = f", selected as best of {self.selected_from} schedules" if self.selected_from else ""
-        if self.unselected is not None:
-            over = f"; all {self.all_seeds.n} seeds {self.all_seeds.mean:+.4f}" if self.all_seeds else ""
-            return f"on seeds it was not selected on {said(self.unselected)}{over}{picked}"
-        if self.all_seeds is None:
-            return "n/a"
-        return f"{said(self.all_seeds)}{picked}"
-
 
 @dataclass(frozen=True)
 class ReferenceRow:

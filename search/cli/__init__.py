@@ -84,6 +84,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
         driver_gone_text,
         failed_text,
         failed_trial_text,
+        gap_report_text,
         gap_text,
         not_finite_text,
         pruning_text,
@@ -130,7 +131,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     if s.uniform_noise_floor is not None:
         table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
     for ref in s.references:
-        table.add_row(f"reference {ref.name}", f"{ref.schedule}: {ref.val_loss:.4f}, gap {ref.gap.text()}")
+        table.add_row(f"reference {ref.name}", f"{ref.schedule}: {ref.val_loss:.4f}, gap {gap_report_text(ref.gap)}")
     for point in s.pareto:
         table.add_row(
             "pareto",

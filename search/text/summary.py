@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from search import jsonout
-from search.analysis import Summary, tokens_text
-from search.analysis.summary import DriverGone, FailedRun, NotFinite, PruningStart, Unsaved
+from search.analysis import PairedGap, Summary, tokens_text
+from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
 
 LOOKS_DECIDE = "the pre-registered test decides at its looks"
 
@@ -30,15 +30,31 @@ def best_how(s: Summary) -> str:
     return "by paired mean" + (f", {seeds} seeds" if seeds > 1 else "")
 
 
+def gap_report_text(report: GapReport, next_step: str = "", judged: bool = True) -> str:
+    """A schedule's gap: on the seeds it was not selected on first when the search selected it, then over all its
+    seeds. `judged=False`: no better/worse word (an experiment's gap between its looks, which only the looks judge)."""
+
+    def said(gap: PairedGap) -> str:
+        return gap.text(next_step) + (f" {gap.verdict}" if judged and gap.low is not None else "")
+
+    picked = f", selected as best of {report.selected_from} schedules" if report.selected_from else ""
+    if report.unselected is not None:
+        over = f"; all {report.all_seeds.n} seeds {report.all_seeds.mean:+.4f}" if report.all_seeds else ""
+        return f"on seeds it was not selected on {said(report.unselected)}{over}{picked}"
+    if report.all_seeds is None:
+        return "n/a"
+    return f"{said(report.all_seeds)}{picked}"
+
+
 def gap_text(s: Summary) -> str:
     """The best's gap; when uniform is the best, saying "+0.0000 against itself" would hide the answer, so the text
     says uniform won and gives the best other schedule's gap."""
     if s.uniform_is_best and s.runner_up is None:
         return "none yet: uniform is the only schedule finished"
     if s.is_experiment and s.best_gap:  # read between looks at 95%, it must not pass for the test
-        gap = f"{s.best_gap.text(judged=False)}; every pair so far at 95%, for reading only: {LOOKS_DECIDE}"
+        gap = f"{gap_report_text(s.best_gap, judged=False)}; every pair so far at 95%, for reading only: {LOOKS_DECIDE}"
     else:
-        gap = s.best_gap.text(confirm_command(s)) if s.best_gap else "n/a"
+        gap = gap_report_text(s.best_gap, confirm_command(s)) if s.best_gap else "n/a"
     if s.uniform_is_best:
         return f"none: uniform is the best schedule by paired mean; the best other, {s.runner_up}: {gap}"
     return gap
