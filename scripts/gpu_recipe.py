@@ -32,7 +32,7 @@ def recipe(path: str) -> tuple[ModelConfig, dict, dict]:
 
 def default_schedules(cfg: ModelConfig, space: dict) -> list[Schedule]:
     """The uniform baseline and the paper's ramp, computed as the study computes them."""
-    from search.references import paper_ramp  # needs the service's packages; pass --schedules where they are missing
+    from search.families.references import paper_ramp  # needs the service's packages; pass --schedules where they are missing
 
     counts = allowed_head_counts(cfg)
     heads = space.get("baseline_heads") or min(counts, key=lambda h: abs(cfg.d_model // h - 64))

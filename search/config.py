@@ -33,9 +33,9 @@ from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_t
 from search.attrs import THROUGHPUT_RATIO
 from search.errors import ConfigError
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
-from search.references import Reference, parse_reference
+from search.families.references import Reference, parse_reference
+from search.outputs.urls import mask_in, mask_url
 from search.trainers import PrismTrainer, TrainerSection
-from search.urls import mask_in, mask_url
 
 if TYPE_CHECKING:
     from prism import TrainResult  # loads torch: a config is read without it

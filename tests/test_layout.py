@@ -78,13 +78,14 @@ FORBIDDEN = {
     "prism": ("search", "optuna", "ray"),  # the library knows nothing of the service
     "search.errors": ("search", "prism"),
     "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
-    "search.urls": ("search", "prism", "optuna", "ray", "torch"),  # URL masking: storage, trackers and displays alike
-    "search.outputs": (*_SERVICE, "search.config", "prism", "optuna", "ray", "torch"),  # atomic writes of every output file
-    # SIGTERM as Ctrl-C (the CLI, lifecycle, dashboard) and valid JSON out (export, dashboard): nothing of the project
+    # what prism-search writes: atomic output files; URL masking and valid JSON (nothing of the project), for storage,
+    # trackers and displays alike
+    "search.outputs": (*_SERVICE, "search.config", "prism", "optuna", "ray", "torch"),
+    "search.outputs.urls": ("search", "prism", "optuna", "ray", "torch"),
+    "search.outputs.jsonout": ("search", "prism", "optuna", "ray", "torch"),
+    # SIGTERM as Ctrl-C (the CLI, lifecycle, dashboard): nothing of the project
     "search.signals": ("search", "prism", "optuna", "ray", "torch"),
-    "search.jsonout": ("search", "prism", "optuna", "ray", "torch"),
     "search.families": (*_SERVICE, "search.config"),  # the schedule space: prism only
-    "search.references": (*_SERVICE, "search.config"),
     "search.config": _SERVICE,
     "search.analysis.stats": (*_SERVICE, "search.config"),  # statistics on numbers: nothing of studies
     "search.cli.progress": tuple(p for p in _SERVICE if p != "search.cli"),  # the CLI's live display of a run
@@ -179,14 +180,14 @@ CLI_FACES = (
     "search.config",
     "search.dashboard",
     "search.errors",
-    "search.jsonout",  # the one JSON writer (null for inf/nan); it imports nothing of the project
     "search.outputs",
+    "search.outputs.jsonout",  # the one JSON writer (null for inf/nan); it imports nothing of the project
+    "search.outputs.urls",
     "search.priors",
     "search.cli.progress",
     "search.signals",
     "search.study",
     "search.text",
-    "search.urls",
 )
 CLI_THIRD_PARTY = ("typer", "rich")  # and the standard library
 

@@ -20,9 +20,9 @@ from rich.text import Text
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
 from search.config import DEFAULT_STORAGE, MAX_SEEDS, load_config, resume_command
 from search.errors import OutputError, PrismSearchError
-from search.jsonout import dumps as json_text
+from search.outputs.jsonout import dumps as json_text
+from search.outputs.urls import mask_url
 from search.signals import sigterm_as_ctrl_c
-from search.urls import mask_url
 
 if TYPE_CHECKING:
     from search.analysis import Cost, Forecast, Summary

@@ -29,9 +29,9 @@ from waitress import wasyncore
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
 from search.errors import PrismSearchError, StorageError, StorageUnreachable
+from search.outputs.urls import mask_in, mask_url
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
 from search.storage import cached, change_stamp, dispose, open_storage
-from search.urls import mask_in, mask_url
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from search import jsonout
 from search.analysis.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
 from search.analysis.summary import pareto_front
 from search.attrs import ROLE_BASELINE, ROLE_REFERENCE, ROLE_SEARCH
@@ -23,6 +22,7 @@ from search.dashboard.views import (
     loss_key,
     speed_of,
 )
+from search.outputs import jsonout
 
 ROLE_STYLE = {  # marker symbol, colour, size
     ROLE_BASELINE: ("star", "#111111", 14),

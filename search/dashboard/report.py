@@ -10,7 +10,7 @@ from search.dashboard.app import DashboardError, open_readonly
 from search.dashboard.pages import study_page
 from search.dashboard.views import study_view
 from search.outputs import check_output, write_output
-from search.urls import mask_url
+from search.outputs.urls import mask_url
 
 
 def write_report(storage_url: str, name: str, output: str | Path) -> Path:

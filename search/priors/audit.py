@@ -19,9 +19,8 @@ from optuna.trial import TrialState
 from prism import PrismLM
 from prism.analysis import layer_profile
 from prism.probes import probe_sets
-from search import jsonout
 from search.errors import AuditError
-from search.outputs import check_output, write_output
+from search.outputs import check_output, jsonout, write_output
 from search.priors.profile import Profile
 from search.priors.zones import MIN_STRENGTH, detect_zones
 

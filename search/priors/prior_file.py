@@ -11,11 +11,10 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from prism import Schedule, ScheduleError, validate
-from search import jsonout
 from search.config import StudyConfig
 from search.errors import PriorError
 from search.families import ScheduleFamily
-from search.outputs import check_output, write_output
+from search.outputs import check_output, jsonout, write_output
 from search.priors._files import read_versioned_json
 from search.priors.mapping import RankedSchedule, onset_and_late, rank_schedules
 from search.priors.profile import Profile, read_profile

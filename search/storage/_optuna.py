@@ -27,7 +27,7 @@ from optuna.storages._rdb.storage import _create_scoped_session
 from optuna.trial import FrozenTrial, TrialState
 
 from search.errors import StorageError
-from search.urls import mask_url
+from search.outputs.urls import mask_url
 
 
 def storage_of(study: optuna.Study) -> Any:

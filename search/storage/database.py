@@ -31,8 +31,8 @@ import optuna
 import sqlalchemy
 
 from search.errors import StorageError, StorageUnreachable
+from search.outputs.urls import mask_in, mask_url, parse_url
 from search.storage._optuna import CONTENT_DAMAGE, ReadingStorage, create_schema, damaged, schema_revisions, schema_tables
-from search.urls import mask_in, mask_url, parse_url
 
 # the heartbeat arguments are marked experimental; they are what makes crash recovery possible
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

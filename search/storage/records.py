@@ -48,7 +48,7 @@ from search.attrs import (
 )
 from search.config import OBJECTIVES, Flags, StudyConfig, parse_config
 from search.errors import ConfigError, PrismSearchError
-from search.urls import mask_in
+from search.outputs.urls import mask_in
 
 if TYPE_CHECKING:
     from prism import Schedule, TrainResult

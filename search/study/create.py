@@ -21,11 +21,11 @@ from optuna.trial import TrialState
 from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_STUDY_UID, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
 from search.config import OBJECTIVES, StudyConfig, references_for
 from search.errors import PrismSearchError
+from search.outputs.urls import mask_url
 from search.runner.context import StudyContext
 from search.storage.records import enqueue, failed_for_good, run_of, stored_config
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
-from search.urls import mask_url
 
 if TYPE_CHECKING:
     from prism import Schedule

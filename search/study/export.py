@@ -7,7 +7,6 @@ import io
 
 import optuna
 
-from search import jsonout
 from search.analysis.constraints import is_feasible
 from search.attrs import (
     DUPLICATE_ATTR,
@@ -25,6 +24,7 @@ from search.attrs import (
 )
 from search.config import StudyConfig
 from search.errors import PrismSearchError
+from search.outputs import jsonout
 from search.storage.records import FINISHED, readable
 
 _ATTRS = (

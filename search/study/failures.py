@@ -6,7 +6,7 @@ from __future__ import annotations
 import optuna
 import sqlalchemy
 
-from search.urls import mask_in
+from search.outputs.urls import mask_in
 
 
 def database_failure(e: BaseException) -> str | None:

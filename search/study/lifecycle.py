@@ -182,7 +182,7 @@ def confirm(
 ) -> list[ConfirmationRow]:
     """`confirm`: re-train the `top` schedules and uniform on fresh seeds (search.study.confirmation); returns the
     confirmation rows. `study`: the stored study; `config`: its config with the command's flags (workers, trackers:
-    a stored URI keeps no credentials, search.urls)."""
+    a stored URI keeps no credentials, search.outputs.urls)."""
     from search.tracking import make_trackers
 
     fingerprint = preflight(config, address=address)

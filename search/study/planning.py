@@ -25,8 +25,8 @@ from search.analysis.stored import is_stored, stored_study
 from search.analysis.summary import study_runs
 from search.config import Flags, StudyConfig, load_config
 from search.errors import ConfigError, PrismSearchError
+from search.outputs.urls import mask_url
 from search.storage.records import stored_config
-from search.urls import mask_url
 
 if TYPE_CHECKING:
     import optuna

@@ -326,7 +326,7 @@ class Study:
         ]
 
     def __repr__(self) -> str:
-        from search.urls import mask_url
+        from search.outputs.urls import mask_url
 
         return f"Study({self.name!r}, storage={mask_url(self.storage)!r})"
 

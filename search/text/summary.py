@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from search import jsonout
 from search.analysis import PairedGap, Summary, tokens_text
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
+from search.outputs import jsonout
 
 LOOKS_DECIDE = "the pre-registered test decides at its looks"
 
@@ -146,7 +146,7 @@ def summary_json(s: Summary) -> dict:
 
 def best_json(s: Summary) -> str:
     """What `best` prints, for `best --json`: the verdict, the best schedule with its value and gap, the front;
-    valid JSON (search.jsonout: a non-finite value is null)."""
+    valid JSON (search.outputs.jsonout: a non-finite value is null)."""
     full = summary_json(s)
     keys = ("verdict", "best_schedule", "best_value", "best_seeds", "best_number", "baseline_schedule", "baseline_value")
     best = {"study": s.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}

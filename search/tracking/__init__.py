@@ -10,11 +10,11 @@ import importlib.util
 
 from search.config import TrackingSection
 from search.errors import ConfigError, PrismSearchError
+from search.outputs.urls import lost_credentials, mask_url
 from search.tracking._base import Tracker, TrialRecord
 from search.tracking._mlflow import MLflowTracker
 from search.tracking._tensorboard import TensorBoardTracker
 from search.tracking._wandb import WandbTracker
-from search.urls import lost_credentials, mask_url
 
 __all__ = ["MLflowTracker", "TensorBoardTracker", "Tracker", "TrialRecord", "WandbTracker", "make_trackers"]
 

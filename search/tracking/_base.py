@@ -24,7 +24,7 @@ from search.attrs import (
     WALL_TIME_S,
     heads_attr,
 )
-from search.urls import mask_in, mask_url
+from search.outputs.urls import mask_in, mask_url
 
 logger = logging.getLogger("search.tracking")
 

@@ -24,10 +24,10 @@ import sqlalchemy
 from search.cli import main
 from search.dashboard import Dashboard
 from search.errors import PrismSearchError
+from search.outputs.urls import lost_credentials, mask_url
 from search.runner.preflight import check_corpus
 from search.storage import dispose, driver_lock, open_storage
 from search.study.create import open_study
-from search.urls import lost_credentials, mask_url
 from tests.search.dashboard.test_app import get
 from tests.search.pg import ADMIN_URL
 

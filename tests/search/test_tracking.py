@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 from search.analysis.budget import is_served
 from search.config import TrackingSection
 from search.errors import ConfigError
+from search.outputs.urls import mask_url
 from search.runner.driver import Driver
 from search.runner.preflight import check_corpus
 from search.storage import open_storage
@@ -26,7 +27,6 @@ from search.storage.records import FINISHED
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 from search.tracking import Tracker, make_trackers
-from search.urls import mask_url
 from tests.search.conftest import ROOT
 from tests.search.runner.test_cluster import _free_port
 

@@ -12,10 +12,10 @@ import pytest
 import sqlalchemy
 
 from search.config import TrackingSection
+from search.outputs.urls import mask_url
 from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.study.create import open_study
-from search.urls import mask_url
 from tests.search.conftest import ROOT
 from tests.search.pg import ADMIN_URL
 from tests.search.storage.test_read_only import snapshot
