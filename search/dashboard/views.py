@@ -257,7 +257,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         config_error = str(e)  # masked by the config loader
     except PrismSearchError:
         pass  # a plain Optuna study
-    summary = summarize(study) if config is not None else None
+    summary = summarize(study, config) if config is not None else None  # the config parsed once, above
     return StudyView(
         name=study.study_name,
         rows=rows,
