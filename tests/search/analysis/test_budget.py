@@ -4,7 +4,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.analysis.budget import budget
+from search.analysis.budget import Budget, budget, is_served
 from search.attrs import DUPLICATE_ATTR
 from search.config import StudyConfig
 from search.runner.driver import Driver
@@ -25,6 +25,39 @@ def test_confirmation_runs_train_but_count_apart_from_the_search_s_n_trials(tmp_
     add_trial(study, "4x3", seed=1001, role="confirm", state=TrialState.RUNNING)
     b = budget(study.get_trials(), search_seed=0)
     assert (b.trained, b.confirmation, b.searched, b.running, b.served) == (3, 1, 2, 1, 1)
+
+
+def test_every_count_of_the_budget_on_one_study_of_every_kind_of_trial():
+    """What each field counts, run by run: the stop rule, progress and `status` read these numbers, and a served
+    duplicate or a failure counted as trained would end a study early or late. Trials are read in number order."""
+    study = optuna.create_study()
+    add_trial(study, "1x3")  # trains at the search seed: a schedule found
+    add_trial(study, "2x3", seed=1)  # trains, at another seed: no schedule found
+    add_trial(study, "4x3", state=TrialState.PRUNED)  # pruned trials trained too
+    add_trial(study, "1x1,2x1,4x1", state=TrialState.RUNNING)  # training now
+    add_trial(study, "2x3", state=TrialState.FAIL)  # counts nowhere
+    add_trial(study, "1x3", **{DUPLICATE_ATTR: 0})  # served: no training
+    add_trial(study, "4x3", state=TrialState.PRUNED, **{DUPLICATE_ATTR: 2})  # a served pruned run
+    add_trial(study, "1x1,2x1,4x1", state=TrialState.RUNNING, **{DUPLICATE_ATTR: 3})  # waits for its original: not served yet
+    study.enqueue_trial({}, user_attrs={"schedule": "2x3", "seed": 0, "role": "search"})  # queued: no streak, no schedule
+    add_trial(study, "2x3", seed=7, role="confirm", state=TrialState.RUNNING)  # pops the queued trial: RUNNING confirm
+    trials = study.get_trials()
+    b = budget(trials, search_seed=0)
+    assert b == Budget(trained=3, running=2, served=2, waiting=0, streak=0, schedules=frozenset({"1x3", "4x3", "1x1,2x1,4x1"}))
+    assert budget(list(reversed(trials)), search_seed=0) == b  # in number order, whatever the order given
+    study.enqueue_trial({}, user_attrs={"schedule": "4x3", "seed": 0})
+    add_trial(study, "1x3", **{DUPLICATE_ATTR: 0})  # the queued one, served
+    add_trial(study, "2x3", seed=5, role="confirm")  # a confirmation run trains: the streak ends
+    add_trial(study, "4x3", seed=5, role="confirm")
+    add_trial(study, "2x3", seed=3)  # a search run trains after them
+    add_trial(study, "2x3", **{DUPLICATE_ATTR: 9})
+    add_trial(study, "4x3", **{DUPLICATE_ATTR: 2})
+    for schedule in ("2x3", "4x3"):
+        study.enqueue_trial({}, user_attrs={"schedule": schedule, "seed": 0})
+    after = budget(study.get_trials(), search_seed=0)
+    assert (after.trained, after.confirmation, after.searched, after.served, after.waiting, after.streak) == (6, 2, 4, 5, 2, 2)
+    assert budget(study.get_trials(), search_seed=1).schedules == {"2x3"}  # what trained at that seed
+    assert [is_served(t) for t in study.get_trials()[:6]] == [False] * 5 + [True]
 
 
 def _config(tiny_config: StudyConfig, **search) -> StudyConfig:
