@@ -24,7 +24,7 @@ from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
 from search.analysis.forecast import Cost, study_deciding_cost
 from search.analysis.scored import not_finite, scored
-from search.analysis.sequential import experiment_verdict, plan_of
+from search.analysis.sequential import Look, Plan, experiment_verdict, plan_of
 from search.analysis.sequential import state as experiment_state
 from search.analysis.stats import PairedGap, paired_gap
 from search.analysis.verdict import Decision, Verdict, decide
@@ -174,9 +174,10 @@ class Summary:
     kernels: list[str] = field(default_factory=list)  # what did the arithmetic of the trained runs (worker.kernels)
     mixed_seeds: list[int] = field(default_factory=list)  # seeds whose runs were trained on more than one kind of it
     pruning_from: PruningStart | None = None  # min_resource_evals = "auto": where pruning starts
-    # a pre-registered experiment: each look read so far (None: not an experiment); nothing was selected in one,
-    # and its next pairs come from `resume`
-    looks: list[str] | None = None
+    # a pre-registered experiment: its plan and each look read so far (None: not an experiment); nothing was
+    # selected in one, and its next pairs come from `resume`
+    plan: Plan | None = None
+    looks: list[Look] | None = None
     crossed_pairs: list[tuple[str, int]] = field(
         default_factory=list
     )  # (schedule, seed) pairs whose two runs ran on different kinds of hardware
@@ -194,7 +195,7 @@ class Summary:
     @property
     def is_experiment(self) -> bool:
         """A pre-registered experiment: its schedule was fixed before its data, and only its looks decide."""
-        return self.looks is not None
+        return self.plan is not None
 
     @property
     def uniform_is_best(self) -> bool:
@@ -482,7 +483,8 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         name=study.study_name,
         counts={k: v for k, v in counts.items() if v},
         verdict=experiment_verdict(experiment) if experiment else decision.verdict,
-        looks=[look.text(experiment.plan) for look in experiment.looks] if experiment else None,
+        plan=experiment.plan if experiment else None,
+        looks=list(experiment.looks) if experiment else None,
         best_schedule=best_schedule,
         best_value=statistics.fmean(best_values) if best_values else (val_loss(best_trial) if best_trial else None),
         best_seeds=best_seeds,

@@ -86,6 +86,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
         failed_trial_text,
         gap_report_text,
         gap_text,
+        look_texts,
         not_finite_text,
         pruning_text,
         unsaved_text,
@@ -147,7 +148,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
         table.add_row("pruning starts", pruning_text(s.pruning_from))
     for schedule, position in standing.race.standing.items() if standing and standing.race else ():
         table.add_row(f"race {schedule}", position.text())
-    for number, look in enumerate(s.looks or [], 1):
+    for number, look in enumerate(look_texts(s), 1):
         table.add_row(f"look {number}", look)
     if s.deciding:
         table.add_row("deciding costs", _cost_text(s.deciding, "this study's median run"))

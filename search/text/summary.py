@@ -119,6 +119,11 @@ def pruning_text(start: PruningStart) -> str:
     )
 
 
+def look_texts(s: Summary) -> list[str]:
+    """A pre-registered experiment's looks read so far, one line each."""
+    return [look.text(s.plan) for look in s.looks or []] if s.plan else []
+
+
 def fidelity_warnings(s: Summary) -> list[str]:
     return [w for r in s.fidelity or [] if (w := r.warning())]
 
@@ -141,7 +146,8 @@ def warnings(s: Summary) -> list[str]:
 
 def summary_json(s: Summary) -> dict:
     """`status --json`'s object for the study: every field, and the words the table shows beside them."""
-    return s.to_dict() | {"gap_text": gap_text(s), "fidelity_warnings": fidelity_warnings(s), "warnings": warnings(s)}
+    words = {"gap_text": gap_text(s), "look_texts": look_texts(s), "fidelity_warnings": fidelity_warnings(s), "warnings": warnings(s)}
+    return s.to_dict() | words
 
 
 def best_json(s: Summary) -> str:

@@ -9,7 +9,7 @@ from search.analysis.sequential import plan_of
 from search.analysis.stored import stored_study
 from search.config import load_config
 from search.storage.records import stored_config
-from search.text import confirm_command, gap_text, warnings
+from search.text import confirm_command, gap_text, look_texts, warnings
 from tests.search.conftest import ROOT
 
 
@@ -61,7 +61,7 @@ def test_the_dashboard_shows_each_look_it_has_read(tmp_path):
     view = study_view(stored_study("prereg-long", f"sqlite:///{db}"))
     assert view.summary is not None and view.summary.looks  # the first look (10 pairs) is committed
     page = html.unescape(study_page(view, f"sqlite:///{db}"))
-    assert 'id="looks"' in page and all(look in page for look in view.summary.looks)
+    assert 'id="looks"' in page and all(look in page for look in look_texts(view.summary))
     assert "<th>challenger schedule</th>" in page and "best schedule" not in page  # fixed before its data, not picked
 
 
