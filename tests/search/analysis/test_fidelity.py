@@ -194,3 +194,75 @@ def test_pruning_starts_at_the_first_rung_when_every_rung_is_reliable():
     strong = Agreement(12, 1, 0.9, 0.7, 0.95)
     rungs = [RungAgreement(t, strong, 3, "a", True) for t in (100, 200)]
     assert pruning_start(rungs).tokens == 100 and pruning_start([]) is None
+
+
+def test_a_rung_is_read_from_exactly_four_curves_and_names_its_cut():
+    """MIN_CURVES = 4 is the fewest curves that say anything: four curves are enough for a rung (three are not), and
+    the rung keeps the reduction factor it was judged with."""
+    curves = [Curve(s, 0, {100: v, 200: v}, v) for s, v in zip("abcd", [1.0, 2.0, 3.0, 4.0], strict=True)]
+    (rung,) = rung_fidelity(curves, reduction_factor=3, best="a", n_boot=100)
+    assert rung.tokens == 100 and rung.agreement.n == 4 and rung.reduction_factor == 3 and "a 1/3 cut per seed" in rung.text()
+    assert rung_fidelity(curves[:3], reduction_factor=3, best="a") is None
+
+
+def test_a_rung_s_agreement_is_rank_agreement_of_its_seeds_at_the_bootstrap_seed_given():
+    """The rung reads each seed's early and final losses (seeds in order) through rank_agreement with the n_boot and
+    seed it was given, so a study's report is reproducible; the defaults are 2,000 resamples at seed 0."""
+    rng = np.random.default_rng(11)
+    curves = []
+    for seed in (0, 1):
+        finals = rng.standard_normal(7)
+        curves += [Curve(f"s{k}", seed, {100: f + 0.7 * rng.standard_normal(), 200: f}, f) for k, f in enumerate(finals)]
+    groups = [([c.points[100] for c in curves if c.seed == s], [c.final for c in curves if c.seed == s]) for s in (0, 1)]
+    (rung,) = rung_fidelity(curves, reduction_factor=3, best="s0", n_boot=300, seed=7)
+    assert rung.agreement == rank_agreement(groups, n_boot=300, seed=7) and rung.agreement.low is not None
+    (default,) = rung_fidelity(curves, reduction_factor=3, best="s0")
+    assert default.agreement == rank_agreement(groups, n_boot=2000, seed=0) == rank_agreement(groups)
+    assert rank_agreement(groups, n_boot=2001) != rank_agreement(groups) and rank_agreement(groups, seed=1) != rank_agreement(groups)
+
+
+def test_ten_points_are_enough_for_a_bootstrap_interval():
+    """EXACT_BELOW = 10: nine points get an exact permutation p, ten an interval."""
+    x = np.arange(10.0)
+    r = rank_agreement([(x, x + np.array([0.5, -0.5] * 5))], n_boot=200)
+    assert r.n == 10 and r.low is not None and r.p is None
+
+
+def test_a_seed_whose_values_take_two_levels_still_ranks():
+    """Ties do not remove a seed: one whose early losses take only two values (or finals only two) still orders its
+    runs, and counts with its points. Only a constant side carries no ranking."""
+    two = [1.0, 1.0, 2.0, 2.0]
+    for x, y in ((two, [1.0, 2.0, 3.0, 4.0]), ([1.0, 2.0, 3.0, 4.0], two)):
+        r = rank_agreement([(x, y)])
+        assert r.n == 4 and r.rho == pytest.approx(sps.spearmanr(x, y).statistic)
+
+
+def test_resamples_that_leave_a_seed_constant_count_for_nothing_and_warn_nothing():
+    """With heavy ties many within-seed resamples have one side constant (no rho): they get weight 0, so the interval
+    is the percentiles of the other resamples' point-weighted rho (checked against scipy per resample), and the
+    resamples where no seed ranks are dropped without a numpy warning reaching the user."""
+    import warnings
+
+    groups = [(np.array([0.0] * 9 + [1.0]), np.arange(10.0)), (np.array([0.0, 0.0, 0.0, 1.0, 2.0]), np.array([3.0, 1.0, 2.0, 5.0, 4.0]))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = rank_agreement(groups, n_boot=300, seed=2)
+    draw, per_group = np.random.default_rng(2), []
+    for x, y in groups:
+        pick = draw.integers(0, len(x), size=(300, len(x)))
+        per_group.append([_scipy_rho(x[p], y[p]) for p in pick])
+    stacked, weights = np.array(per_group), np.array([[10.0], [5.0]])
+    assert np.isnan(stacked).all(axis=0).any() and (np.isnan(stacked).sum(axis=0) == 1).any()  # both cases occur
+    w = np.where(np.isnan(stacked), 0.0, weights)
+    kept = w.sum(axis=0) > 0
+    boot = np.nansum(stacked * w, axis=0)[kept] / w.sum(axis=0)[kept]
+    assert (r.low, r.high) == pytest.approx(tuple(np.percentile(boot, [2.5, 97.5])), rel=1e-9)
+
+
+def test_the_monte_carlo_permutation_p_counts_20000_orderings():
+    """Above the exact limit the p-value is the share of 20,000 sampled orderings at least as good as the observed
+    one: a multiple of 1 / 20,000."""
+    x = np.arange(9.0)
+    for y in ([1.0, 0.0, 2.0, 4.0, 3.0, 5.0, 8.0, 6.0, 7.0], [3.0, 0.0, 2.0, 1.0, 5.0, 4.0, 8.0, 7.0, 6.0]):
+        p = rank_agreement([(x, np.array(y))], seed=3).p
+        assert p * 20_000 == pytest.approx(round(p * 20_000), abs=1e-6) and 0 < p < 1
