@@ -6,9 +6,10 @@ from scipy import stats as sps
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
-from search.analysis.sequential import Plan, experiment_verdict, read, state
-from search.analysis.stats import MIN_PAIRS
-from search.config import MIN_LOOK
+from search.analysis.sequential import Plan, experiment_verdict, plan_of, read, state
+from search.analysis.stats import MIN_PAIRS, paired_contrast
+from search.config import MIN_LOOK, load_config
+from tests.search.conftest import ROOT
 
 PLAN = Plan("2x3,4x3", "2x6", 2000, (4, 6, 8), margin=0.01)
 
@@ -96,3 +97,95 @@ def test_no_pairs_yet_is_undecided_with_the_plan():
 
 def test_the_config_bounds_looks_by_the_pairs_that_measure_noise():
     assert MIN_LOOK == MIN_PAIRS
+
+
+def _expected_look(diffs: list[float], a: float) -> tuple[float, tuple[float, float], float]:
+    """The mean, the 1 - a t interval and the two-sided p of paired differences, from scipy."""
+    n = len(diffs)
+    interval = sps.t.interval(1 - a, n - 1, loc=np.mean(diffs), scale=sps.sem(diffs))
+    return float(np.mean(diffs)), interval, float(sps.ttest_1samp(diffs, 0).pvalue)
+
+
+def test_a_decided_verdict_carries_the_deciding_look_s_numbers():
+    """The study's first line must report the look that ended the experiment: its gap, interval at 1 - alpha / looks,
+    p, resolution and seeds, and the plan it was read under; an equivalence verdict reads its TOST p."""
+    a = PLAN.alpha_per_look
+    method = f"pre-registered: {PLAN.text()}"
+    worse = _diffs(0.03, 0.004, 8)
+    v = experiment_verdict(state(PLAN, _runs(worse)))
+    mean, interval, p = _expected_look(worse[:4], a)
+    assert (v.kind, v.margin, v.schedule, v.seeds, v.method) == ("worse", 0.01, "2x3,4x3", (2000, 2001, 2002, 2003), method)
+    assert v.effect == pytest.approx(mean) and v.interval == pytest.approx(interval) and v.adjusted_p == pytest.approx(p)
+    effect = TTestPower().solve_power(nobs=4, alpha=a, power=0.8, alternative="two-sided") * np.std(worse[:4], ddof=1)
+    assert v.resolution == pytest.approx(effect, rel=1e-3) and v.reason == "" and v.equivalence == ()
+    close = _diffs(0.0, 0.002, 8)
+    v = experiment_verdict(state(PLAN, _runs(close)))
+    tost = ttost_paired(np.array(close[:4]), np.zeros(4), -0.01, 0.01)[0]
+    mean, interval, p = _expected_look(close[:4], a)
+    assert (v.kind, v.schedule, v.seeds, v.method) == ("equivalent", "2x3,4x3", (2000, 2001, 2002, 2003), method)
+    assert v.adjusted_p == pytest.approx(tost) and v.equivalence == (("2x3,4x3", pytest.approx(tost)),) and v.effect == pytest.approx(mean)
+    assert v.reason == f"gap {mean:+.4f} [{interval[0]:+.4f}, {interval[1]:+.4f}] on 4 pairs"  # it does not also differ (p = 1)
+
+
+def test_an_undecided_experiment_reads_its_last_look():
+    """At the cap the verdict is the last look's (8 pairs, all seeds), not an earlier one's, and nothing more is
+    queued; while it runs, the state names the next look it waits for."""
+    diffs = _diffs(-0.006, 0.012, 8)
+    now = state(PLAN, _runs(diffs))
+    assert now.outcome == "undecided" and now.next_seed is None and [look.pairs for look in now.looks] == [4, 6, 8]
+    assert now.text() == f"undecided at 8 pairs ({PLAN.text()})"
+    v = experiment_verdict(now)
+    mean, interval, p = _expected_look(diffs, PLAN.alpha_per_look)
+    assert v.kind == "undecided" and v.seeds == tuple(range(2000, 2008)) and v.effect == pytest.approx(mean)
+    assert v.interval == pytest.approx(interval) and v.adjusted_p == pytest.approx(p) and v.method == f"pre-registered: {PLAN.text()}"
+    assert v.reason == f"{now.text()}; last look: {now.looks[-1].text(PLAN)}"
+    four = state(PLAN, _runs(diffs[:4]))  # the first look read, and continuing: the next look is at 6
+    assert four.next_seed == 2004 and four.text() == f"running: 4 of 6 pairs to the next look ({PLAN.text()})"
+    waiting = experiment_verdict(state(PLAN, _runs(diffs[:2])))  # no look yet: the seeds it has, and the plan
+    assert (waiting.kind, waiting.schedule, waiting.seeds, waiting.method) == (
+        "undecided",
+        "2x3,4x3",
+        (2000, 2001),
+        f"pre-registered: {PLAN.text()}",
+    )
+    assert waiting.effect is None and waiting.reason == f"running: 2 of 4 pairs to the next look ({PLAN.text()})"
+
+
+def test_the_plan_and_a_look_read_word_for_word():
+    assert PLAN.text() == (
+        "2x3,4x3 against 2x6 on paired seeds from 2000, looks at 4/6/8 pairs, margin 0.01, alpha 0.05 split over 3 looks (0.01667 each)"
+    )
+    look = read(PLAN, [0.02, 0.035, 0.03, 0.031])[0]  # mean 0.029, sd 0.00638: t(0.99167, 3) = 4.86 gives +-0.0155
+    assert look.text(PLAN) == (
+        "4 pairs: +0.0290 [+0.0135, +0.0445] (98.33% interval), difference p=0.0028, equivalence at ±0.01 p=1, resolution 0.0199: worse"
+    )
+
+
+def test_a_p_exactly_at_the_alpha_per_look_rejects_nothing():
+    """A test rejects when p < alpha, as everywhere else (search.analysis.stats): one look whose alpha is the
+    observed p exactly decides nothing, and an equivalence whose difference p sits at alpha does not also differ."""
+    tight = _diffs(0.0, 0.004, 4)  # p of a zero gap is 1; the TOST p is small
+    p_eq = paired_contrast(tight).tost(0.01)
+    assert p_eq == pytest.approx(ttost_paired(np.array(tight), np.zeros(4), -0.01, 0.01)[0])
+    assert read(Plan("s", "u", 0, (4,), margin=0.01, alpha=p_eq), tight)[0].outcome == "undecided"
+    assert read(Plan("s", "u", 0, (4,), margin=0.01, alpha=p_eq * 1.0001), tight)[0].outcome == "equivalent"
+    far = _diffs(0.03, 0.004, 4)  # the TOST p is about 1; the difference p is small
+    p_diff = paired_contrast(far).p
+    assert read(Plan("s", "u", 0, (4,), margin=0.01, alpha=p_diff), far)[0].outcome == "undecided"
+    assert read(Plan("s", "u", 0, (4,), margin=0.01, alpha=p_diff * 1.0001), far)[0].outcome == "worse"
+    runs = _runs(_diffs(-0.003, 0.002, 4))  # shown inside the margin, and below zero at p ~ 0.06
+    p_inside = paired_contrast([runs[("2x3,4x3", s)] - runs[("2x6", s)] for s in range(2000, 2004)]).p
+    plan = Plan("2x3,4x3", "2x6", 2000, (4,), margin=0.01, alpha=p_inside)
+    v = experiment_verdict(state(plan, runs))
+    assert v.kind == "equivalent" and v.reason.startswith("gap -0.0030 [") and v.reason.endswith("on 4 pairs")
+
+
+def test_the_plan_is_the_config_s_experiment_section():
+    """plan_of reads the pre-registered study's fixed plan: the schedule (as Schedule writes it), uniform, the study
+    seed as the first seed, the looks, the margin and the alpha; a search has no plan."""
+    config = load_config(ROOT / "studies" / "prereg-long.toml")
+    assert plan_of(config) == Plan("2x3,4x3", "2x6", 2000, (10, 15, 20), margin=0.01, alpha=0.05)
+    other = config.experiment.model_copy(update={"schedule": "4x3, 2x3", "looks": [5, 9], "alpha": 0.1})
+    changed = config.model_copy(update={"experiment": other, "seed": 7, "search": config.search.model_copy(update={"margin": 0.02})})
+    assert plan_of(changed) == Plan("4x3,2x3", "2x6", 7, (5, 9), margin=0.02, alpha=0.1)
+    assert plan_of(load_config(ROOT / "studies" / "tiny.toml")) is None
