@@ -170,3 +170,12 @@ def test_an_interval_that_ends_at_zero_or_an_adjusted_p_at_alpha_is_inside_the_n
     assert PairedGap.of(Contrast(4, -half, se, 3)).high == 0.0 and PairedGap.of(Contrast(4, -half, se, 3)).verdict == "inside the noise"
     assert PairedGap.of(Contrast(4, half, se, 3)).low == 0.0 and PairedGap.of(Contrast(4, half, se, 3)).verdict == "inside the noise"
     assert PairedGap.of(Contrast(4, -0.02, se, 3), adjusted_p=ALPHA).verdict == "inside the noise"
+
+
+def test_holm_caps_adjusted_p_values_at_one():
+    """An adjusted p is a probability: (m - rank) x p above 1 is capped at 1 (statsmodels' Holm agrees), and the cap
+    carries down the step-down order."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = [0.6, 0.7, 0.2]
+    assert holm(p) == pytest.approx(list(multipletests(p, method="holm")[1])) and holm(p) == pytest.approx([1.0, 1.0, 0.6])
