@@ -30,6 +30,7 @@ from search.analysis.blocked import many_to_one
 from search.analysis.fidelity import Curve, rank_agreement, rung_fidelity
 from search.analysis.stats import PairedGap, paired_gap, tokens_text
 from search.analysis.summary import Summary, summarize
+from search.text import agreement_text
 
 MAIN, LONG, WIDTH, FREE = "bench-main", "bench-long", "bench-width", "bench-free"
 COMMAND = "python scripts/results.py"
@@ -194,7 +195,7 @@ def rung_table(study: Study) -> tuple[str, list]:
     ]
     for a in agreement:
         kept = {True: "kept", False: "**cut**", None: "no curve"}[a.best_kept]
-        lines.append(f"| {tokens_text(a.tokens)} | {a.agreement.text()} | {a.agreement.n} | {a.agreement.groups} | `{a.best}` {kept} |")
+        lines.append(f"| {tokens_text(a.tokens)} | {agreement_text(a.agreement)} | {a.agreement.n} | {a.agreement.groups} | `{a.best}` {kept} |")
     return "\n".join(lines), agreement
 
 
@@ -210,7 +211,7 @@ def transfer(main: Study, other: Study | None, what: str) -> str:
     y = [statistics.fmean(r.final for r in b[s].values()) for s in common]
     rank = rank_agreement([(x, y)])
     order = sorted(common, key=lambda s: y[common.index(s)])
-    shown = rank.text() if rank else "no ranking (a side is constant)"
+    shown = agreement_text(rank) if rank else "no ranking (a side is constant)"
     return f"Spearman {shown} over {len(common)} schedules; order in {other.name}: " + ", ".join(f"`{s}`" for s in order)
 
 

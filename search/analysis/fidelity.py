@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from search.analysis.stats import ALPHA, LEVEL, MIN_CURVES, RELIABLE_RHO, p_text, tokens_text
+from search.analysis.stats import ALPHA, LEVEL, MIN_CURVES, RELIABLE_RHO
 
 EXACT_BELOW = 10  # points: an exact permutation p-value instead of a bootstrap interval
 MIN_CLUSTERS = 5  # seeds: from this many on, the bootstrap resamples whole seeds
@@ -41,12 +41,6 @@ class Agreement:
         if self.low is not None:
             return self.low >= RELIABLE_RHO
         return self.rho >= RELIABLE_RHO and self.p is not None and self.p < ALPHA
-
-    def text(self) -> str:
-        where = f"within {self.groups} seeds, " if self.groups > 1 else ""
-        if self.low is not None and self.high is not None:
-            return f"rho {self.rho:+.2f} [{self.low:+.2f}, {self.high:+.2f}] ({where}n={self.n})"
-        return f"rho {self.rho:+.2f} ({where}n={self.n}, exact permutation p={p_text(self.p)})"
 
 
 def rank_agreement(groups: Sequence[tuple[Sequence[float], Sequence[float]]], n_boot: int = 2000, seed: int = 0) -> Agreement | None:
@@ -152,22 +146,6 @@ class RungAgreement:
     @property
     def reliable(self) -> bool:
         return self.agreement.reliably_high and self.best_kept is not False
-
-    def text(self) -> str:
-        cut = {True: "kept", False: "would have been CUT", None: "has no curve here"}[self.best_kept]
-        return f"{self.agreement.text()}; a 1/{self.reduction_factor} cut per seed: the best by mean ({self.best}) {cut}"
-
-    def warning(self) -> str | None:
-        if self.reliable:
-            return None
-        why = []
-        if not self.agreement.reliably_high:
-            a = self.agreement
-            shown = f"interval down to {a.low:+.2f}" if a.low is not None else f"rho {a.rho:+.2f}, permutation p={p_text(a.p)}"
-            why.append(f"within-seed rank agreement with the final loss is not shown to reach {RELIABLE_RHO} ({shown})")
-        if self.best_kept is False:
-            why.append(f"the best schedule by mean ({self.best}) would have been pruned")
-        return f"pruning at {tokens_text(self.tokens)} tokens is unreliable: {' and '.join(why)}"
 
 
 def rung_fidelity(

@@ -89,6 +89,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
         look_texts,
         not_finite_text,
         pruning_text,
+        rung_text,
         unsaved_text,
         warnings,
     )
@@ -143,7 +144,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     if s.fidelity is None:
         table.add_row("rung fidelity", f"not enough complete trials (needs {MIN_CURVES} with a full learning curve)")
     for rung in s.fidelity or []:
-        table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung.text())
+        table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung_text(rung))
     if s.pruning_from:
         table.add_row("pruning starts", pruning_text(s.pruning_from))
     for schedule, position in standing.race.standing.items() if standing and standing.race else ():

@@ -23,6 +23,7 @@ from search.dashboard.views import (
     speed_of,
 )
 from search.outputs import jsonout
+from search.text import rung_text
 
 ROLE_STYLE = {  # marker symbol, colour, size
     ROLE_BASELINE: ("star", "#111111", 14),
@@ -185,7 +186,7 @@ def fidelity(view: StudyView) -> Figure | None:
             ),
             marker=dict(size=9, color=["#3b6fb6" if r.reliable else "#c44e52" for r in rungs]),
             line=dict(color="#3b6fb6"),
-            text=[f"{tokens_text(r.tokens)} tokens: {r.text()}" for r in rungs],
+            text=[f"{tokens_text(r.tokens)} tokens: {rung_text(r)}" for r in rungs],
             hoverinfo="text",
         )
     )

@@ -4,6 +4,7 @@ Analysis returns typed values; the English, and the command to run next, are wri
 so the CLI and the dashboard say the same thing.
 """
 
+from search.text.fidelity import agreement_text, rung_text, rung_warning
 from search.text.summary import (
     best_how,
     best_json,
@@ -25,6 +26,7 @@ from search.text.summary import (
 )
 
 __all__ = [
+    "agreement_text",
     "best_how",
     "best_json",
     "best_label",
@@ -39,6 +41,8 @@ __all__ = [
     "look_texts",
     "not_finite_text",
     "pruning_text",
+    "rung_text",
+    "rung_warning",
     "summary_json",
     "unsaved_text",
     "warnings",

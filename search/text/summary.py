@@ -5,6 +5,7 @@ from __future__ import annotations
 from search.analysis import PairedGap, Summary, tokens_text
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
 from search.outputs import jsonout
+from search.text.fidelity import agreement_text, rung_warning
 
 LOOKS_DECIDE = "the pre-registered test decides at its looks"
 
@@ -115,7 +116,7 @@ def pruning_text(start: PruningStart) -> str:
     tokens = start.rung.tokens
     return (
         f"from {tokens_text(tokens)} tokens ({tokens / start.budget_tokens:.0%} of the budget): from there on "
-        f"{start.rung.agreement.text()} and the best by mean survives a 1/{start.reduction_factor} cut per seed"
+        f"{agreement_text(start.rung.agreement)} and the best by mean survives a 1/{start.reduction_factor} cut per seed"
     )
 
 
@@ -125,7 +126,7 @@ def look_texts(s: Summary) -> list[str]:
 
 
 def fidelity_warnings(s: Summary) -> list[str]:
-    return [w for r in s.fidelity or [] if (w := r.warning())]
+    return [w for r in s.fidelity or [] if (w := rung_warning(r))]
 
 
 def warnings(s: Summary) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 from scipy import stats as sps
 
 from search.analysis.fidelity import Agreement, Curve, RungAgreement, pruning_start, rank_agreement, resample_ranks, rung_fidelity
+from search.text import agreement_text, rung_text, rung_warning
 
 
 def test_seed_effects_inflate_a_pooled_rho_but_not_the_within_seed_one():
@@ -34,7 +35,7 @@ def test_six_points_give_an_exact_permutation_p_not_a_bootstrap_interval():
     r = rank_agreement([(x, y)])
     exact = sps.permutation_test((y,), lambda v: sps.spearmanr(x, v).statistic, permutation_type="pairings", alternative="greater")
     assert r.rho == pytest.approx(sps.spearmanr(x, y).statistic) and r.p == pytest.approx(exact.pvalue)
-    assert "exact permutation p=" in r.text() and r.reliably_high  # rho 0.83, p = 0.03: high, and not chance
+    assert "exact permutation p=" in agreement_text(r) and r.reliably_high  # rho 0.83, p = 0.03: high, and not chance
     weak = rank_agreement([(x, [3.0, 1.0, 2.0, 6.0, 4.0, 5.0])])  # rho 0.66 on 6 points happens by chance
     assert weak.rho > 0.5 and weak.p > 0.05 and not weak.reliably_high
 
@@ -58,9 +59,9 @@ def test_would_the_best_by_mean_have_been_cut_per_seed():
         for k, f in enumerate([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     ]
     early, late = rung_fidelity(curves, reduction_factor=3, best="s0", n_boot=300)
-    assert early.agreement.rho == pytest.approx(1.0) and early.best_kept and early.reliable and early.warning() is None
+    assert early.agreement.rho == pytest.approx(1.0) and early.best_kept and early.reliable and rung_warning(early) is None
     assert late.agreement.rho == pytest.approx(-1.0) and late.best_kept is False
-    assert "the best schedule by mean (s0) would have been pruned" in late.warning()
+    assert "the best schedule by mean (s0) would have been pruned" in rung_warning(late)
     assert rung_fidelity(curves[:3], reduction_factor=3, best="s0") is None  # too few complete curves
 
 
@@ -83,8 +84,8 @@ def test_pruning_starts_at_the_first_rung_from_which_every_later_rung_is_reliabl
 
 
 def test_agreement_reads_its_interval_or_its_permutation_p():
-    assert Agreement(12, 3, 0.8123, 0.5, 0.9).text() == "rho +0.81 [+0.50, +0.90] (within 3 seeds, n=12)"
-    assert Agreement(6, 1, 0.83, p=0.0312).text() == "rho +0.83 (n=6, exact permutation p=0.031)"
+    assert agreement_text(Agreement(12, 3, 0.8123, 0.5, 0.9)) == "rho +0.81 [+0.50, +0.90] (within 3 seeds, n=12)"
+    assert agreement_text(Agreement(6, 1, 0.83, p=0.0312)) == "rho +0.83 (n=6, exact permutation p=0.031)"
     assert Agreement(12, 1, 0.7, 0.5, 0.9).reliably_high and not Agreement(12, 1, 0.9, 0.49, 0.99).reliably_high
     assert Agreement(6, 1, 0.5, p=0.049).reliably_high and not Agreement(6, 1, 0.49, p=0.001).reliably_high
     assert not Agreement(6, 1, 0.9, p=0.051).reliably_high and not Agreement(6, 1, 0.9).reliably_high
@@ -174,19 +175,21 @@ def test_a_rung_needs_four_curves_and_the_cut_keeps_one_in_reduction_factor_per_
 def test_a_rung_reads_its_cut_and_its_warning_word_for_word():
     weak = Agreement(12, 2, 0.3, 0.1, 0.6)
     rung = RungAgreement(204_800, weak, 3, "2x6", False)
-    assert rung.text() == "rho +0.30 [+0.10, +0.60] (within 2 seeds, n=12); a 1/3 cut per seed: the best by mean (2x6) would have been CUT"
-    assert rung.warning() == (
+    assert (
+        rung_text(rung) == "rho +0.30 [+0.10, +0.60] (within 2 seeds, n=12); a 1/3 cut per seed: the best by mean (2x6) would have been CUT"
+    )
+    assert rung_warning(rung) == (
         "pruning at 205k tokens is unreliable: within-seed rank agreement with the final loss is not shown to reach 0.5 "
         "(interval down to +0.10) and the best schedule by mean (2x6) would have been pruned"
     )
     few = RungAgreement(1000, Agreement(6, 1, 0.4, p=0.2), 2, None, None)
-    assert few.text().endswith("a 1/2 cut per seed: the best by mean (None) has no curve here") and not few.reliable
-    assert few.warning() == (
+    assert rung_text(few).endswith("a 1/2 cut per seed: the best by mean (None) has no curve here") and not few.reliable
+    assert rung_warning(few) == (
         "pruning at 1k tokens is unreliable: within-seed rank agreement with the final loss is not shown to reach 0.5 "
         "(rho +0.40, permutation p=0.2)"
     )
     strong = RungAgreement(1000, Agreement(12, 1, 0.9, 0.7, 0.95), 3, "a", True)
-    assert strong.reliable and strong.warning() is None and strong.text().endswith("(a) kept")
+    assert strong.reliable and rung_warning(strong) is None and rung_text(strong).endswith("(a) kept")
     assert RungAgreement(1000, Agreement(12, 1, 0.9, 0.7, 0.95), 3, "a", None).reliable
 
 
@@ -201,7 +204,7 @@ def test_a_rung_is_read_from_exactly_four_curves_and_names_its_cut():
     the rung keeps the reduction factor it was judged with."""
     curves = [Curve(s, 0, {100: v, 200: v}, v) for s, v in zip("abcd", [1.0, 2.0, 3.0, 4.0], strict=True)]
     (rung,) = rung_fidelity(curves, reduction_factor=3, best="a", n_boot=100)
-    assert rung.tokens == 100 and rung.agreement.n == 4 and rung.reduction_factor == 3 and "a 1/3 cut per seed" in rung.text()
+    assert rung.tokens == 100 and rung.agreement.n == 4 and rung.reduction_factor == 3 and "a 1/3 cut per seed" in rung_text(rung)
     assert rung_fidelity(curves[:3], reduction_factor=3, best="a") is None
 
 

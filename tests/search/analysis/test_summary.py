@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from search.analysis.summary import FailedRun, ranked, summarize
 from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION_PLAN, DUPLICATE_ATTR
 from search.study.confirmation import collect
-from search.text import crossed_text, failed_text, fidelity_warnings, gap_text, summary_json, warnings
+from search.text import crossed_text, failed_text, fidelity_warnings, gap_text, rung_warning, summary_json, warnings
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
 
@@ -141,7 +141,7 @@ def test_rung_fidelity_from_the_study_s_own_curves(tiny_config):
     assert (early.tokens, early.agreement.n, early.best_kept) == (100, 6, True) and early.agreement.rho == pytest.approx(1.0)
     assert early.agreement.p == pytest.approx(1 / 720) and early.reliable
     assert (late.tokens, late.best_kept) == (200, False) and late.agreement.rho == pytest.approx(-1.0)
-    assert fidelity_warnings(s) == [late.warning()] and "pruning at 200 tokens is unreliable" in late.warning()
+    assert fidelity_warnings(s) == [rung_warning(late)] and "pruning at 200 tokens is unreliable" in rung_warning(late)
 
 
 def test_fewer_than_four_complete_curves_say_so(tiny_config):
