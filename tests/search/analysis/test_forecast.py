@@ -5,7 +5,9 @@ import inspect
 import math
 import statistics
 
+import optuna
 import pytest
+from optuna.trial import TrialState, create_trial
 from statsmodels.stats.power import TTestPower
 
 from search.analysis.blocked import many_to_one
@@ -15,15 +17,21 @@ from search.analysis.forecast import (
     NOISE_STATED,
     NOISE_UNIFORM,
     SPEED_STATED,
+    SPEED_STORED,
     Noise,
     Speed,
     cost,
     deciding_cost,
     forecast,
     measured_noise,
+    pilot_speed,
+    search_runs,
+    study_deciding_cost,
 )
 from search.analysis.summary import summarize
 from search.analysis.verdict import Verdict
+from search.attrs import DUPLICATE_ATTR, ROLE, ROLE_CONFIRM, SCHEDULE, SEED, TOKENS_PER_S
+from search.config import load_config
 from tests.search.analysis.test_summary import UNIFORM, add, make_study
 
 TINY_TOKENS = 60 * 8 * 32  # studies/tiny.toml: steps x batch x block
@@ -126,3 +134,97 @@ def test_the_forecast_assumes_confirms_own_default_top():
 
     assert inspect.signature(Study.confirm).parameters["top"].default == CONFIRM_TOP
     assert inspect.signature(confirm).parameters["top"].default.default == CONFIRM_TOP
+
+
+def test_the_forecast_reports_what_it_was_asked_and_the_config_s_figures(tiny_config):
+    """The plan's table shows the margin, the config's n_trials, space and workers, and the speed behind the hours;
+    the resolution is statsmodels' effect for `pairs` seeds (df pairs - 1) at that sd."""
+    speed = Speed(15360, SPEED_STATED)
+    f = forecast(tiny_config, Noise(0.008, NOISE_STATED), 0.01, speed)
+    assert (f.margin, f.n_trials, f.space, f.workers, f.speed, f.study) == (0.01, 5, 10, 2, speed, "tiny")
+    effect = TTestPower().solve_power(nobs=f.pairs, alpha=0.05, power=0.8, alternative="two-sided") * 0.008
+    assert f.resolution == pytest.approx(effect, rel=1e-4) and f.total.tokens_per_s == 15360
+
+
+def test_a_small_space_confirms_every_schedule_but_uniform(study_toml):
+    """`confirm --top` cannot name more schedules than the space holds besides uniform: a 1-layer ramp has 3
+    schedules, so K = 2 (and 3 runs per seed); a 2-layer one has 6, and K stays at CONFIRM_TOP = 5."""
+    one = load_config(study_toml(("n_layer = 3", "n_layer = 1")))
+    f = forecast(one, Noise(0.008, NOISE_STATED), 0.01, None)
+    assert one.family.size() == 3 and f.top == 2 and f.confirm_runs == 3 * f.pairs
+    two = load_config(study_toml(("n_layer = 3", "n_layer = 2")))
+    assert two.family.size() == 6 and forecast(two, Noise(0.008, NOISE_STATED), 0.01, None).top == CONFIRM_TOP == 5
+
+
+def test_references_are_queued_at_every_other_baseline_seed(study_toml):
+    """tiny's two baseline seeds and two references: the 10 schedules at the search seed, then uniform and both
+    references again at the second seed: 13 runs when n_trials allows them."""
+    references = '[space]\nreferences = ["1x1,2x1,4x1", "4x1,2x1,1x1"]\n\n[train]'
+    config = load_config(study_toml(("[train]", references), ("n_trials = 5", "n_trials = 40")))
+    assert len(config.space.references) == 2 and search_runs(config) == 13
+    assert forecast(config, Noise(0.008, NOISE_STATED), 0.01, None).search_runs == 13
+
+
+def test_two_uniform_seeds_measure_the_noise_and_identical_ones_do_not():
+    """Two seeds are the fewest with an sd (1 df); two identical losses have sd 0, which measures nothing."""
+    noise = measured_noise({("u", 0): 2.0, ("u", 1): 2.01, ("a", 0): 2.02}, "u", "pilot")
+    assert noise == Noise(math.sqrt(2) * statistics.stdev([2.0, 2.01]), NOISE_UNIFORM, "pilot", 1)
+    assert measured_noise({("u", 0): 2.0, ("u", 1): 2.0, ("a", 0): 2.02}, "u", "pilot") is None
+
+
+def test_deciding_costs_nothing_without_an_undecided_verdict_naming_top_and_seeds():
+    """Only an undecided verdict with both --top and --seeds has a command to price; a schedule already holding
+    more confirmation seeds than N trains none (not a negative count, not one more)."""
+
+    def undecided(**kw):
+        return Verdict("undecided", 0.01, **({"seeds_needed": 5, "top": 2} | kw))
+
+    assert deciding_cost(undecided(seeds_needed=None), "u", ["a", "b"], {}, 1000, None) is None
+    assert deciding_cost(undecided(top=None), "u", ["a", "b"], {}, 1000, None) is None
+    assert deciding_cost(Verdict("better", 0.01, seeds_needed=5, top=2), "u", ["a", "b"], {}, 1000, None) is None
+    c = deciding_cost(undecided(), "u", ["a", "b"], {"u": 7, "a": 5}, 1000, None)
+    assert c == cost(5, 1000, None) and c.hours is None and c.tokens_per_s is None
+
+
+def _run(schedule: str, seed: int, role: str, tokens_per_s: float | None = None, served: bool = False, state=TrialState.COMPLETE):
+    attrs = {SCHEDULE: schedule, SEED: seed, ROLE: role} | ({TOKENS_PER_S: tokens_per_s} if tokens_per_s else {})
+    if served:
+        attrs[DUPLICATE_ATTR] = 0
+    return create_trial(state=state, value=2.0 if state == TrialState.COMPLETE else None, user_attrs=attrs)
+
+
+def test_a_study_s_deciding_cost_counts_its_confirmation_runs_only(tiny_config):
+    """A schedule's search run at a confirmation seed number is no confirmation run, and a failed confirmation run
+    holds nothing: only COMPLETE confirm runs are subtracted. The speed is the median of the runs that trained."""
+    trials = [
+        _run(UNIFORM, 1000, ROLE_CONFIRM, 1000.0),
+        _run("a", 1000, "search", 3000.0),
+        _run("a", 1001, ROLE_CONFIRM, state=TrialState.FAIL),
+        _run("b", 1000, ROLE_CONFIRM, 2000.0),
+        _run("b", 1001, ROLE_CONFIRM, 9000.0, served=True),  # a served duplicate trained nothing: no speed
+    ]
+    family = many_to_one({(UNIFORM, 0): 2.0, ("a", 0): 1.99, ("b", 0): 2.01}, UNIFORM)
+    assert str(tiny_config.baseline) == UNIFORM
+    verdict = Verdict("undecided", 0.01, seeds_needed=3, top=2)
+    c = study_deciding_cost(verdict, family, trials, tiny_config)
+    assert c == cost((3 - 1) + 3 + (3 - 2), TINY_TOKENS, 2000.0)  # uniform holds 1, a none, b 2
+
+
+def test_a_pilot_s_stored_speed_counts_only_for_the_same_work(tiny_config):
+    """tokens/s depends on the model, the batch, the threads and whether a GPU trains: the pilot's median speed
+    (over complete runs that trained) is used only when all four match."""
+    study = optuna.create_study(study_name="pilot")  # in memory
+    for t in [_run("2x6", 0, "baseline", 1000.0), _run("a", 0, "search", 1300.0), _run("b", 0, "search", 1100.0)]:
+        study.add_trial(t)
+    study.add_trial(_run("c", 0, "search", 9999.0, served=True))
+    study.add_trial(_run("d", 0, "search", 9999.0, state=TrialState.PRUNED))
+    assert pilot_speed(study, tiny_config, tiny_config) == Speed(1100.0, SPEED_STORED, "pilot", runs=3)
+    cfg = tiny_config
+    bigger = cfg.model_copy(update={"model": cfg.model.model_copy(update={"d_model": 128})})
+    batch = cfg.model_copy(update={"train": cfg.train.model_copy(update={"batch_size": 16})})
+    threads = cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"cpus_per_trial": 2})})
+    gpu, gpu2 = (cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"gpus_per_trial": g})}) for g in (1.0, 2.0))
+    for other in (bigger, batch, threads, gpu):
+        assert pilot_speed(study, cfg, other) is None and pilot_speed(study, other, cfg) is None
+    assert pilot_speed(study, gpu, gpu2) == Speed(1100.0, SPEED_STORED, "pilot", runs=3)  # both train on GPUs
+    assert pilot_speed(optuna.create_study(), cfg, cfg) is None  # no stored speed
