@@ -195,7 +195,9 @@ def rung_table(study: Study) -> tuple[str, list]:
     ]
     for a in agreement:
         kept = {True: "kept", False: "**cut**", None: "no curve"}[a.best_kept]
-        lines.append(f"| {tokens_text(a.tokens)} | {agreement_text(a.agreement)} | {a.agreement.n} | {a.agreement.groups} | `{a.best}` {kept} |")
+        lines.append(
+            f"| {tokens_text(a.tokens)} | {agreement_text(a.agreement)} | {a.agreement.n} | {a.agreement.groups} | `{a.best}` {kept} |"
+        )
     return "\n".join(lines), agreement
 
 

@@ -99,12 +99,8 @@ class Forecast:
     speed: Speed | None  # None: no figure (a GPU config with no GPU here and none stated)
     total: Cost | None  # None when the margin is below what seeds resolve
 
-    @property
-    def confirm_command(self) -> str | None:
-        return None if self.pairs is None else f"prism-search confirm {self.study} --top {self.top} --seeds {self.pairs}"
-
     def to_dict(self) -> dict:
-        return asdict(self) | {"confirm_command": self.confirm_command}
+        return asdict(self)
 
 
 def tokens_per_run(config: StudyConfig) -> int:

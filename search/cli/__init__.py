@@ -303,16 +303,18 @@ def plan(
 ) -> None:
     """Forecast what a verdict at the margin costs (paired seeds, runs, tokens, hours) before any compute."""
     from search.study import forecast_study
+    from search.text import forecast_command
 
     f = forecast_study(study_file, storage=storage, noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
     if as_json:
-        print(json_text(f.to_dict(), indent=2))
+        print(json_text(f.to_dict() | {"confirm_command": forecast_command(f)}, indent=2))
         return
     _print_forecast(f)
 
 
 def _print_forecast(f: Forecast) -> None:
     from search.analysis import NOISE_PAIRED, NOISE_STATED, tokens_text
+    from search.text import forecast_command
 
     m = f"{f.margin:.4g}"
     title = f"plan for {f.study} at margin {m}: search at one seed, then confirm the top {f.top} on fresh seeds"
@@ -337,7 +339,7 @@ def _print_forecast(f: Forecast) -> None:
     space = f"; the space holds {f.space}" if f.search_runs < f.n_trials else ""
     table.add_row("search", f"{f.search_runs} runs at the study seed (n_trials {f.n_trials}{space})")
     each = f"{f.top} schedules and uniform x {f.pairs} fresh seeds; {f.top} is confirm's default --top"
-    table.add_row("confirm", f"{f.confirm_runs} runs: `{f.confirm_command}` ({each})")
+    table.add_row("confirm", f"{f.confirm_runs} runs: `{forecast_command(f)}` ({each})")
     table.add_row("total", f"{f.total.runs} runs x {tokens_text(f.tokens_per_run)} tokens = {tokens_text(f.total.tokens)} training tokens")
     table.add_row("time", _forecast_time(f))
     table.add_row("left at one seed", "schedules the search trains once and confirm does not take are judged on one pair each")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from search.analysis import PairedGap, Summary, tokens_text
+from search.analysis import Forecast, PairedGap, Summary, tokens_text
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
 from search.outputs import jsonout
 from search.text.fidelity import agreement_text, rung_warning
@@ -15,6 +15,11 @@ def confirm_command(s: Summary) -> str:
     if s.is_experiment:
         return f"prism-search resume {s.name}"
     return s.verdict.command or f"prism-search confirm {s.name} --top 1 --seeds 3"  # one command everywhere
+
+
+def forecast_command(f: Forecast) -> str | None:
+    """What trains a forecast's confirmation: its `top` schedules and uniform on `pairs` fresh seeds."""
+    return None if f.pairs is None else f"prism-search confirm {f.study} --top {f.top} --seeds {f.pairs}"
 
 
 def best_label(s: Summary) -> str:

@@ -32,6 +32,7 @@ from search.analysis.summary import summarize
 from search.analysis.verdict import Verdict
 from search.attrs import DUPLICATE_ATTR, ROLE, ROLE_CONFIRM, SCHEDULE, SEED, TOKENS_PER_S
 from search.config import load_config
+from search.text import forecast_command
 from tests.search.analysis.test_summary import UNIFORM, add, make_study
 
 TINY_TOKENS = 60 * 8 * 32  # studies/tiny.toml: steps x batch x block
@@ -57,8 +58,8 @@ def test_tiny_at_the_bench_main_noise_by_hand(tiny_config):
     assert (f.pairs, f.search_runs, f.top, f.confirm_runs, f.tokens_per_run) == (8, 5, 5, 48, TINY_TOKENS)
     assert f.total == cost(53, TINY_TOKENS, 15360)
     assert f.total.tokens == 53 * 15360 and f.total.hours == pytest.approx(53 / 3600)
-    assert f.confirm_command == "prism-search confirm tiny --top 5 --seeds 8"
-    assert f.to_dict()["confirm_command"] == f.confirm_command and f.to_dict()["noise"]["sd_pair"] == 0.008
+    assert forecast_command(f) == "prism-search confirm tiny --top 5 --seeds 8"
+    assert f.to_dict()["noise"]["sd_pair"] == 0.008
 
 
 def test_a_space_smaller_than_n_trials_is_all_the_search_trains(tiny_config):
@@ -70,7 +71,7 @@ def test_a_space_smaller_than_n_trials_is_all_the_search_trains(tiny_config):
 
 def test_a_margin_below_what_seeds_resolve_has_no_total(tiny_config):
     f = forecast(tiny_config, Noise(1.0, NOISE_STATED), 0.001, Speed(1000, SPEED_STATED))
-    assert f.pairs is None and f.total is None and f.confirm_command is None
+    assert f.pairs is None and f.total is None and forecast_command(f) is None
 
 
 def test_without_a_speed_there_are_tokens_and_no_hours(tiny_config):
