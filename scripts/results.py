@@ -30,7 +30,7 @@ from search.analysis.blocked import many_to_one
 from search.analysis.fidelity import Curve, rank_agreement, rung_fidelity
 from search.analysis.stats import PairedGap, paired_gap, tokens_text
 from search.analysis.summary import Summary, summarize
-from search.text import agreement_text
+from search.text import agreement_text, paired_gap_text
 
 MAIN, LONG, WIDTH, FREE = "bench-main", "bench-long", "bench-width", "bench-free"
 COMMAND = "python scripts/results.py"
@@ -148,7 +148,7 @@ def table_main(study: Study) -> tuple[str, list[tuple[str, float]]]:
     for rank, (mean, schedule, n, sd, gap, ratio) in enumerate(rows, 1):
         mark = " (uniform)" if schedule == study.baseline else ""
         sd_text = f" ± {sd:.4f}" if sd is not None else ""
-        gap_text = "-" if schedule == study.baseline or gap is None else gap.text()
+        gap_text = "-" if schedule == study.baseline or gap is None else paired_gap_text(gap)
         verdict = "-" if schedule == study.baseline or gap is None else gap.verdict
         at_seeds = [(seed, _gap_at(by_schedule, schedule, study.baseline, seed)) for seed in sorted(by_schedule[schedule])]
         per_seed = ", ".join(f"{seed}: {g:+.4f}" for seed, g in at_seeds if g is not None) if schedule != study.baseline else "-"
@@ -171,11 +171,11 @@ def selection(study: Study) -> str:
     n = len(at_seed)
     lines = [
         f"- selected: `{best}`, best of {n} schedules at the search seed {study.seed}: gap there "
-        f"{on_search.text() if on_search else '-'} (biased: selected on this very number)"
+        f"{paired_gap_text(on_search) if on_search else '-'} (biased: selected on this very number)"
     ]
     lines.append(
         f"- the same schedule on the seeds it was not selected on: "
-        f"{fresh.text() if fresh else 'pending (no fresh seed yet)'}" + (f", verdict: **{fresh.verdict}**" if fresh else "")
+        f"{paired_gap_text(fresh) if fresh else 'pending (no fresh seed yet)'}" + (f", verdict: **{fresh.verdict}**" if fresh else "")
     )
     return "\n".join(lines)
 
@@ -274,7 +274,7 @@ def monotone(main: Study, free: Study | None) -> str:
         f"- selected: `{best}` ({'monotone' if _is_monotone(best) else 'not monotone'}), best of {len(at_seed)} schedules "
         f"at the search seed {free.seed}; {n_mono} of the {len(runs)} schedules {FREE} trained are monotone",
         "- its gap to uniform on the seeds it was not selected on: "
-        + (f"{own.text()}, verdict: **{own.verdict}**" if own else "pending (no fresh seed yet)"),
+        + (f"{paired_gap_text(own)}, verdict: **{own.verdict}**" if own else "pending (no fresh seed yet)"),
     ]
     shared = [(s, seed, main_runs[s][seed], r) for s, by in runs.items() for seed, r in sorted(by.items()) if seed in main_runs.get(s, {})]
     if shared:
@@ -291,7 +291,7 @@ def monotone(main: Study, free: Study | None) -> str:
         lines.append(
             f"- `{best}` minus {MAIN}'s best non-uniform monotone schedule `{main_best}` on the fresh seeds (difference of "
             "the paired gaps to uniform): "
-            + (f"{cross.text()}, verdict: **{cross.verdict}**" if cross else "pending (no common fresh seed)")
+            + (f"{paired_gap_text(cross)}, verdict: **{cross.verdict}**" if cross else "pending (no common fresh seed)")
         )
     if main.seed == free.seed:  # one ranking at the shared search seed: every schedule either study trained there
         pooled = sorted(

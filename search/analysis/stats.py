@@ -134,14 +134,6 @@ class PairedGap:
         verdict = "inside the noise" if not beyond else "better" if c.mean < 0 else "worse"
         return cls(c.n, c.mean, low, high, c.p, verdict, adjusted_p)
 
-    def text(self, next_step: str = "") -> str:
-        """`next_step`: the command that measures the noise, named while it is not measured."""
-        if self.low is None:
-            run = f"; run `{next_step}`" if next_step else ""
-            return f"{self.mean:+.4f} (n={self.n}: noise not measured yet{run})"
-        adjusted = f", adjusted p={p_text(self.adjusted_p)}" if self.adjusted_p is not None else ""
-        return f"{self.mean:+.4f} [{self.low:+.4f}, {self.high:+.4f}] (n={self.n}, p={p_text(self.p)}{adjusted})"
-
 
 def p_text(p: float | None) -> str:
     if p is None:

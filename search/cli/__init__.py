@@ -183,13 +183,16 @@ TOP_GAPS = 5  # schedules listed in `status` by paired mean; --json has all
 
 def _gap_row(gap) -> str:
     from search.analysis import PairedGap
+    from search.text import paired_gap_text
 
     shown = PairedGap.of(gap.contrast, gap.adjusted_p)
     seeds = f"seed{'s' if len(gap.seeds) > 1 else ''} {', '.join(map(str, gap.seeds))}"  # which seeds, not how many
-    return f"{shown.text()} {shown.verdict if shown.low is not None else ''} {seeds}".replace("  ", " ")
+    return f"{paired_gap_text(shown)} {shown.verdict if shown.low is not None else ''} {seeds}".replace("  ", " ")
 
 
 def _print_confirmation(rows, title: str) -> None:
+    from search.text import paired_gap_text
+
     table = Table(title=title)
     for col in ("schedule", "seeds", "val loss (mean ± sd)", "gap to uniform (paired, 95% t interval)", "verdict"):
         table.add_column(col)
@@ -200,7 +203,7 @@ def _print_confirmation(rows, title: str) -> None:
             else f"{row.val_loss_mean:.4f}" + (f" ± {row.val_loss_std:.4f}" if row.val_loss_std is not None else "")
         )
         gap = row.gap
-        table.add_row(row.schedule, str(row.seeds), loss, gap.text() if gap else "(uniform)", gap.verdict if gap else "")
+        table.add_row(row.schedule, str(row.seeds), loss, paired_gap_text(gap) if gap else "(uniform)", gap.verdict if gap else "")
     console.print(table)
 
 

@@ -5,6 +5,7 @@ so the CLI and the dashboard say the same thing.
 """
 
 from search.text.fidelity import agreement_text, rung_text, rung_warning
+from search.text.stats import paired_gap_text
 from search.text.summary import (
     best_how,
     best_json,
@@ -42,6 +43,7 @@ __all__ = [
     "gap_text",
     "look_texts",
     "not_finite_text",
+    "paired_gap_text",
     "pruning_text",
     "rung_text",
     "rung_warning",

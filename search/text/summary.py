@@ -6,6 +6,7 @@ from search.analysis import Forecast, PairedGap, Summary, tokens_text
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
 from search.outputs import jsonout
 from search.text.fidelity import agreement_text, rung_warning
+from search.text.stats import paired_gap_text
 
 LOOKS_DECIDE = "the pre-registered test decides at its looks"
 
@@ -41,7 +42,7 @@ def gap_report_text(report: GapReport, next_step: str = "", judged: bool = True)
     seeds. `judged=False`: no better/worse word (an experiment's gap between its looks, which only the looks judge)."""
 
     def said(gap: PairedGap) -> str:
-        return gap.text(next_step) + (f" {gap.verdict}" if judged and gap.low is not None else "")
+        return paired_gap_text(gap, next_step) + (f" {gap.verdict}" if judged and gap.low is not None else "")
 
     picked = f", selected as best of {report.selected_from} schedules" if report.selected_from else ""
     if report.unselected is not None:

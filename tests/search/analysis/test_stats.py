@@ -16,6 +16,7 @@ from search.analysis.stats import (
     t_quantile,
     tokens_text,
 )
+from search.text import paired_gap_text
 
 
 def test_paired_gap_is_a_t_interval_on_n_minus_1_df():
@@ -24,12 +25,12 @@ def test_paired_gap_is_a_t_interval_on_n_minus_1_df():
     assert gap.low == pytest.approx(-2 - 2.4841, abs=1e-4) and gap.high == pytest.approx(-2 + 2.4841, abs=1e-4)
     assert gap.p == pytest.approx(sps.ttest_1samp([-1, -2, -3], 0).pvalue)  # t = -3.464 on 2 df: p = 0.074
     assert gap.verdict == "inside the noise"  # the interval reaches above 0
-    assert gap.text() == "-2.0000 [-4.4841, +0.4841] (n=3, p=0.074)"
+    assert paired_gap_text(gap) == "-2.0000 [-4.4841, +0.4841] (n=3, p=0.074)"
 
 
 def test_paired_gap_verdicts_and_a_clear_difference():
     better = paired_gap([-0.012, -0.010, -0.011, -0.013])
-    assert better.verdict == "better" and better.high < 0 and better.p < 0.001 and "p=<0.001" in better.text()
+    assert better.verdict == "better" and better.high < 0 and better.p < 0.001 and "p=<0.001" in paired_gap_text(better)
     assert paired_gap([0.02, 0.03, 0.025]).verdict == "worse"
     assert paired_gap([0.01, 0.01, 0.01]).p == 0.0 and paired_gap([0.0, 0.0, 0.0]).p == 1.0
 
@@ -39,8 +40,8 @@ def test_paired_gap_below_three_pairs_says_the_noise_is_not_measured():
     one = paired_gap([-0.0123])
     assert one.low is None and one.p is None and one.verdict == "noise not measured"
     command = "prism-search confirm quick --top 1 --seeds 3"
-    assert one.text(command) == f"-0.0123 (n=1: noise not measured yet; run `{command}`)"
-    assert paired_gap([-0.01, -0.02]).text() == "-0.0150 (n=2: noise not measured yet)"
+    assert paired_gap_text(one, command) == f"-0.0123 (n=1: noise not measured yet; run `{command}`)"
+    assert paired_gap_text(paired_gap([-0.01, -0.02])) == "-0.0150 (n=2: noise not measured yet)"
 
 
 def test_tokens_text():
@@ -139,7 +140,7 @@ def test_a_family_s_gap_reads_its_adjusted_p_not_its_interval():
     assert PairedGap.of(c, adjusted_p=0.051).verdict == "inside the noise"
     better = PairedGap.of(c, adjusted_p=0.049)
     assert better.verdict == "better" and better.adjusted_p == 0.049 and better.p == c.p
-    assert better.text().endswith(f"(n=4, p={p_text(c.p)}, adjusted p=0.049)")
+    assert paired_gap_text(better).endswith(f"(n=4, p={p_text(c.p)}, adjusted p=0.049)")
     assert PairedGap.of(paired_contrast([0.012, 0.010, 0.011]), adjusted_p=0.01).verdict == "worse"
     unmeasured = PairedGap.of(paired_contrast([0.1, 0.2]), adjusted_p=0.01)
     assert unmeasured.verdict == "noise not measured" and unmeasured.adjusted_p is None
