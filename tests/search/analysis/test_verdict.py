@@ -6,6 +6,7 @@ import numpy as np
 import optuna
 import pytest
 
+from search.analysis.blocked import many_to_one
 from search.analysis.stats import pairs_needed
 from search.analysis.summary import summarize
 from search.analysis.verdict import Verdict, decide
@@ -233,3 +234,19 @@ def test_three_worse_schedules_are_all_named_without_worst():
     assert three.text().endswith(
         "; 3 worse than uniform beyond noise: s3 +0.0300 (adjusted p=0.01), s2 +0.0200 (adjusted p=0.01), s1 +0.0100 (adjusted p=0.01)"
     )
+
+
+def test_nothing_compared_yet_keeps_both_families_and_says_why():
+    """With uniform alone the decision still carries the (empty) families the summary and dashboard read, and the
+    verdict says, word for word, that nothing has been compared, at the margin asked."""
+    runs = {(UNIFORM, 0): 2.0, (UNIFORM, 1): 2.01}
+    d = decide(runs, UNIFORM, {}, margin=0.02)
+    assert d.family.gaps == () and d.fresh.gaps == () and d.family == many_to_one(runs, UNIFORM)
+    assert d.verdict == Verdict("undecided", 0.02, reason="no schedule has been compared with uniform yet")
+    assert d.verdict.text() == "undecided at margin 0.02: no schedule has been compared with uniform yet"
+
+
+def test_a_better_verdict_is_read_at_the_margin_asked():
+    runs = _runs({UNIFORM: 0.0, "real": -0.02, "other": 0.0}, range(6), noise=0.003)
+    v = decide(runs, UNIFORM, {}, margin=0.015).verdict
+    assert v.kind == "better" and v.margin == 0.015 and v.schedule == "real"
