@@ -189,3 +189,12 @@ def test_the_plan_is_the_config_s_experiment_section():
     changed = config.model_copy(update={"experiment": other, "seed": 7, "search": config.search.model_copy(update={"margin": 0.02})})
     assert plan_of(changed) == Plan("4x3,2x3", "2x6", 7, (5, 9), margin=0.02, alpha=0.1)
     assert plan_of(load_config(ROOT / "studies" / "tiny.toml")) is None
+
+
+def test_a_better_experiment_and_an_equivalence_that_also_differs_read_in_full():
+    """A look that ends better is the study's verdict (not undecided), on the deciding look's seeds; an equivalence
+    that also differs from uniform says by how much and at what p (t = -12 on 3 df: p = 0.0012)."""
+    v = experiment_verdict(state(PLAN, _runs(_diffs(-0.03, 0.004, 8))))
+    assert v.kind == "better" and v.seeds == (2000, 2001, 2002, 2003) and v.text().startswith("better: 2x3,4x3 beats uniform by -0.03")
+    v = experiment_verdict(state(PLAN, _runs(_diffs(-0.003, 0.0005, 4))))
+    assert v.reason == "it also differs from uniform, by -0.0030 [-0.0042, -0.0018] (p=0.0012), a gap inside the margin"
