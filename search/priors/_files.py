@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+T = TypeVar("T")
 
 
 def read_versioned_json(path: str | Path, fmt: str, what: str, made_by: str, error: type[Exception]) -> dict:
@@ -18,3 +23,14 @@ def read_versioned_json(path: str | Path, fmt: str, what: str, made_by: str, err
     if not isinstance(data, dict) or data.get("format") != fmt:
         raise error(f"{path} is not a {what} (format is not {fmt!r}); pass one written by {made_by}")
     return data
+
+
+def typed(adapter: TypeAdapter[T], data: object, where: str, what: str, fix: str, error: type[Exception]) -> T:
+    """`data` as the type `adapter` checks (numbers from strings, lists to tuples); otherwise `error`, one line
+    naming the first malformed field and the `fix`."""
+    try:
+        return adapter.validate_python(data, strict=False)
+    except ValidationError as e:
+        first = e.errors()[0]
+        name = ".".join(str(p) for p in first["loc"])
+        raise error(f"{where}: the {what}'s {name} is malformed ({first['msg']}); {fix}") from None

@@ -8,14 +8,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from prism import Schedule, ScheduleError, validate
 from search.config import StudyConfig
 from search.errors import PriorError
 from search.families import ScheduleFamily
 from search.outputs import check_output, jsonout, write_output
-from search.priors._files import read_versioned_json
+from search.priors._files import read_versioned_json, typed
 from search.priors.mapping import RankedSchedule, onset_and_late, rank_schedules
 from search.priors.profile import Profile, read_profile
 from search.priors.zones import Zone
@@ -48,12 +48,7 @@ class Prior:
     @classmethod
     def of(cls, data: dict, where: str) -> Prior:
         """A prior from its JSON; one line naming the first malformed field (`where`: the file or the study)."""
-        try:
-            return _PRIOR.validate_python(data, strict=False)
-        except ValidationError as e:
-            first = e.errors()[0]
-            name = ".".join(str(p) for p in first["loc"])
-            raise PriorError(f"{where}: {name}: {first['msg']}; write the prior again with `prism-search prior`") from None
+        return typed(_PRIOR, data, where, "prior", "write the prior again with `prism-search prior`", PriorError)
 
 
 def make_prior(profile: Profile, config: StudyConfig, family: ScheduleFamily, top_k: int = 4) -> Prior:

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 
 from search.errors import AuditError
-from search.priors._files import read_versioned_json
+from search.priors._files import read_versioned_json, typed
 from search.priors.zones import Zone
 
 PROFILE_FORMAT = "prism-profile/1"
@@ -42,14 +42,7 @@ class Profile:
     @classmethod
     def of(cls, data: dict, where: str) -> Profile:
         """A profile from its JSON; one line naming the first malformed field (`where`: its file)."""
-        try:
-            return _PROFILE.validate_python(data, strict=False)
-        except ValidationError as e:
-            first = e.errors()[0]
-            name = ".".join(str(p) for p in first["loc"])
-            raise AuditError(
-                f"{where}: the profile's {name} is malformed ({first['msg']}); write the profile again with `prism-search audit`"
-            ) from None
+        return typed(_PROFILE, data, where, "profile", "write the profile again with `prism-search audit`", AuditError)
 
 
 _PROFILE = TypeAdapter(Profile)

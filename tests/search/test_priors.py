@@ -109,7 +109,9 @@ def test_read_prior_checks_depth_and_schedules(tiny_config, tmp_path):
     with pytest.raises(PriorError, match="prior schedule '3x3' does not fit"):
         read_prior(path, tiny_config)
     path.write_text(json.dumps(prior | {"schedules": [{"schedule": "1x3", "rank": "first", "variant": "ideal", "distance": 0}]}))
-    with pytest.raises(PriorError, match=r"prior.json: schedules.0.rank: Input should be a valid integer.*`prism-search prior`"):
+    with pytest.raises(
+        PriorError, match=r"prior.json: the prior's schedules.0.rank is malformed \(Input should be a valid integer.*`prism-search prior`"
+    ):
         read_prior(path, tiny_config)
     with pytest.raises(PriorError, match="not found"):
         read_prior(tmp_path / "missing.json", tiny_config)
