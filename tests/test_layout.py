@@ -70,68 +70,129 @@ def test_no_exported_name_hides_a_submodule(package):
     assert not submodules & set(module.__all__), f"{package} exports names that hide its submodules"
 
 
-# The arrows: CLI -> {study, analysis, priors, dashboard} through their faces (below); study -> {space, runner, storage,
-# priors}; runner -> {prism, analysis}; dashboard -> analysis -> storage.
-# Each entry lists what a package must never import.
+# The layers of the service, lowest first. A package imports only from layers below its own (and prism, and third
+# parties); packages of one layer do not import each other. Deferred imports (inside functions) and TYPE_CHECKING
+# imports count: they hide an arrow from Python, not from a reader.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("search.errors", "search.attrs", "search.signals"),  # nothing of the project: names, errors, Ctrl-C
+    ("search.outputs", "search.families", "search.trainers"),  # files and JSON; the schedule space; [trainer] sections
+    ("search.config",),  # the study's config, validated
+    ("search.storage", "search.tracking"),  # where trials are kept; where finished trials are logged
+    ("search.analysis",),  # what stored trials show: reads storage, never writes or trains
+    ("search.text", "search.runner"),  # the words of every display; the training of trials on Ray
+    ("search.priors",),  # geometry of a trained model mapped to schedules
+    ("search.study",),  # one study's life: the way in from Python
+    ("search.dashboard",),  # reads analysis, storage and the study's face
+    ("search.cli",),  # parses, calls the study, renders
+)
+FACE = "search"  # the package face re-exports from every layer
+
+
+def _module_of(path: pathlib.Path, root: pathlib.Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _layer_of(module: str) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) for package in layer if _inside(module, package)), None)
+
+
+def test_every_package_of_search_has_a_layer():
+    packages = {_module_of(p) for p in (ROOT / "search").iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    named = {package for layer in LAYERS for package in layer}
+    assert packages - {FACE} == named, f"not in LAYERS: {sorted(packages - named - {FACE})}; gone: {sorted(named - packages)}"
+
+
+def _layer_breaks(graph: dict[str, set[str]]) -> list[str]:
+    broken = []
+    for module, imported in graph.items():
+        mine = _layer_of(module)
+        for other in imported:
+            theirs = _layer_of(other)
+            if mine is not None and theirs is not None and theirs >= mine and not _inside(other, _package_of(module)):
+                broken.append(f"{module} imports {other}: layer {mine} ({_package_of(module)}) may import only layers below it")
+    return sorted(broken)
+
+
+def _package_of(module: str) -> str:
+    return next(package for layer in LAYERS for package in layer if _inside(module, package))
+
+
+def test_each_layer_imports_only_layers_below_it():
+    assert not (broken := _layer_breaks(_module_graph(ROOT))), "\n".join(broken)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        top = stack.pop()
+                        on_stack.discard(top)
+                        component.append(top)
+                        if top == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph.get(child, ())))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_no_module_imports_itself_around_a_circle():
+    """Every import counts, a deferred one too: a circle of modules is one idea split over files, or a layer missing."""
+    assert not (cycles := _cycles(_module_graph(ROOT))), "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_checks_find_a_circle_and_an_upward_arrow():
+    """The scans above must be able to fail: a config that imports the runner (which imports the config) is both."""
+    graph = {"search.config": {"search.runner.worker"}, "search.runner.worker": {"search.config"}}
+    assert _cycles(graph) == [["search.config", "search.runner.worker"]]
+    assert _layer_breaks(graph) == ["search.config imports search.runner.worker: layer 2 (search.config) may import only layers below it"]
+
+
+# Narrower promises than the layers make: what a module may not import although its layer would allow it.
 _SERVICE = ("search.analysis", "search.cli", "search.dashboard", "search.priors", "search.runner", "search.storage", "search.study")
 FORBIDDEN = {
     "prism": ("search", "optuna", "ray"),  # the library knows nothing of the service
-    "search.errors": ("search", "prism"),
-    "search.attrs": ("search", "prism", "optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
-    # what prism-search writes: atomic output files; URL masking and valid JSON (nothing of the project), for storage,
-    # trackers and displays alike
-    "search.outputs": (*_SERVICE, "search.config", "prism", "optuna", "ray", "torch"),
+    "search.attrs": ("optuna", "ray", "torch"),  # the stored names: read by storage and trackers alike
+    "search.outputs": ("prism", "optuna", "ray", "torch"),
     "search.outputs.urls": ("search", "prism", "optuna", "ray", "torch"),
     "search.outputs.jsonout": ("search", "prism", "optuna", "ray", "torch"),
-    # SIGTERM as Ctrl-C (the CLI, lifecycle, dashboard): nothing of the project
-    "search.signals": ("search", "prism", "optuna", "ray", "torch"),
-    "search.families": (*_SERVICE, "search.config"),  # the schedule space: prism only
-    "search.config": _SERVICE,
-    "search.analysis.stats": (*_SERVICE, "search.config"),  # statistics on numbers: nothing of studies
-    "search.cli.progress": tuple(p for p in _SERVICE if p != "search.cli"),  # the CLI's live display of a run
-    "search.tracking": _SERVICE,
-    "search.storage": (
-        "search.analysis",
-        "search.cli",
-        "search.dashboard",
-        "search.priors",
-        "search.runner",
-        "search.study",
-        "ray",
-        "torch",
-    ),
-    # what a study's stored trials show (summaries, statistics, the budget count): reads storage, never writes or trains
-    "search.analysis": (
-        "search.cli",
-        "search.dashboard",
-        "search.priors",
-        "search.runner",
-        "search.study",
-        "search.cli.progress",
-        "search.tracking",
-        "ray",
-        "torch",
-    ),
-    # the runner trains what it is handed (the config, its schedule space, the storage, the trackers) and reports
-    # into the progress protocol it defines (search.runner.progress)
-    "search.runner": ("search.cli", "search.dashboard", "search.priors", "search.study", "search.analysis.stats"),
-    "search.priors": ("search.cli", "search.dashboard", "search.runner", "search.study"),
+    "search.signals": ("prism", "optuna", "ray", "torch"),  # SIGTERM as Ctrl-C: nothing of the project
+    "search.trainers": ("optuna", "ray", "torch"),  # sections and the line protocol: a config loads without them
+    "search.analysis.stats": ("search.storage", "search.config", "optuna"),  # statistics on numbers: nothing of studies
+    "search.cli.progress": _SERVICE,  # the CLI's live display of a run
+    "search.storage": ("ray", "torch"),
+    "search.analysis": ("ray", "torch"),
+    "search.runner": ("search.analysis.stats",),  # the runner trains what it is handed; it decides nothing
     # the dashboard reads analysis and storage (plus config) and where a study's policies stand (search.study's
     # face: test_the_dashboard_reads_the_study_only_through_its_face), never what writes or trains
-    "search.dashboard": (
-        "search.cli",
-        "search.priors",
-        "search.runner",
-        "search.families",
-        "search.cli.progress",
-        "search.tracking",
-        "ray",
-        "torch",
-    ),
-    "search.study": ("search.cli", "search.dashboard"),
-    # the words of every display: it reads what analysis returns and writes English, nothing else
-    "search.text": (*(p for p in _SERVICE if p != "search.analysis"), "search.tracking", "ray", "torch"),
-    # search.cli: test_the_cli_reaches_each_part_through_its_face
+    "search.dashboard": ("search.runner", "search.families", "search.tracking", "ray", "torch"),
+    "search.text": ("search.storage", "search.tracking", "ray", "torch"),  # reads what analysis returns, writes English
 }
 
 
@@ -153,14 +214,38 @@ def _imports(path: pathlib.Path) -> set[str]:
     return found
 
 
+def _module_graph(root: pathlib.Path) -> dict[str, set[str]]:
+    """Each module of prism/ and search/ -> the modules of them it imports (`from pkg import submodule` is the
+    submodule; `from pkg import name` is the package's face)."""
+    paths = [*root.glob("prism/**/*.py"), *root.glob("search/**/*.py")]
+    modules = {_module_of(p, root) for p in paths}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        module = _module_of(path, root)
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {resolve(alias.name) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets |= {resolve(f"{node.module}.{alias.name}") for alias in node.names}
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
 def _inside(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-def test_import_arrows_point_one_way():
+def test_narrower_arrows_hold():
     broken = []
     for path in sorted([*ROOT.glob("prism/**/*.py"), *ROOT.glob("search/**/*.py")]):
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        module = _module_of(path)
         owner = max((p for p in FORBIDDEN if _inside(module, p)), key=len, default=None)
         if owner is None or not _exists(owner):
             continue

@@ -4,7 +4,7 @@
         -> advance again | worker.stop() -> tell(COMPLETE | PRUNED | FAIL)
 
 Only the driver talks to the database. Workers are Ray actors wrapping `search.runner.worker.TrialSession` (a study
-whose [trainer] is the user's own command or function: a session of search.trainers), so torch is imported and the
+whose [trainer] is the user's own command or function: a session of search.runner.outside), so torch is imported and the
 corpus loaded once per worker, and a worker that dies surfaces as a Ray error on the one trial it held. Every trial
 the driver owns gets a heartbeat; trials left RUNNING by a driver that died are
 failed once their heartbeat is stale and their schedules are queued again (a served copy's only when no other
@@ -46,9 +46,10 @@ from search.runner import cache
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.context import StudyContext
 from search.runner.messages import Evaluated, Finished, Message, Started
+from search.runner.outside import CommandSession, PythonSession
 from search.runner.progress import StudyProgress
 from search.runner.undelivered import save_undelivered
-from search.runner.worker import TrialSpec
+from search.runner.worker import TrialSession, TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs, study_uid
@@ -143,6 +144,9 @@ class BetweenTrials(Protocol):
     def stop(self, done: Budget) -> Reason | None: ...
 
 
+SESSIONS: dict[str, type] = {"prism": TrialSession, "command": CommandSession, "python": PythonSession}  # by [trainer] kind
+
+
 class Driver:
     def __init__(
         self,
@@ -161,7 +165,7 @@ class Driver:
         self.in_flight: dict[ray.ObjectRef, _InFlight] = {}
         self.asked: list[optuna.Trial] = []  # every trial this driver started; an interrupt fails those still RUNNING
         res = ctx.config.resources
-        session_cls = session_cls or ctx.config.trainer.session_class()
+        session_cls = session_cls or SESSIONS[ctx.config.trainer.kind]
         self._worker_cls = ray.remote(session_cls).options(num_cpus=res.cpus_per_trial, num_gpus=res.gpus_per_trial)
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0

@@ -1,13 +1,24 @@
-"""Trainer kinds: who trains a study's trials (`[trainer]`), one file per kind as search.families."""
+"""Trainer kinds: who trains a study's trials (`[trainer]`), one file per kind as search.families: each kind's
+section, the trial request and the line protocol. The sessions that run them are the runner's (search.runner.outside)."""
 
 from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag
 
-from search.trainers._base import REPORT_ENV, SCHEMA_PATH, TrainerError, TrialRequest, check_event, parse_event
-from search.trainers.command import PLACEHOLDERS, CommandSession, CommandTrainer
+from search.trainers._base import (
+    REPORT_ENV,
+    SCHEMA_PATH,
+    NotNeutral,
+    ProtocolError,
+    TrainerError,
+    TrainerTimeout,
+    TrialRequest,
+    check_event,
+    parse_event,
+)
+from search.trainers.command import PLACEHOLDERS, CommandTrainer, command_line
 from search.trainers.prism import PrismTrainer
-from search.trainers.python import PythonSession, PythonTrainer, Reporter, TrialStopped
+from search.trainers.python import PythonTrainer, Reporter, TrialStopped
 
 
 def _kind(value: Any) -> str:
@@ -24,16 +35,18 @@ __all__ = [
     "PLACEHOLDERS",
     "REPORT_ENV",
     "SCHEMA_PATH",
-    "CommandSession",
     "CommandTrainer",
+    "NotNeutral",
     "PrismTrainer",
-    "PythonSession",
+    "ProtocolError",
     "PythonTrainer",
     "Reporter",
     "TrainerError",
     "TrainerSection",
+    "TrainerTimeout",
     "TrialRequest",
     "TrialStopped",
     "check_event",
+    "command_line",
     "parse_event",
 ]

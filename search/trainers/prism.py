@@ -14,9 +14,3 @@ class PrismTrainer(BaseModel):
 
     def refuses(self, family: str) -> str | None:
         return None  # PrismLM takes any valid schedule
-
-    @staticmethod
-    def session_class() -> type:
-        from search.runner.worker import TrialSession
-
-        return TrialSession

@@ -23,24 +23,13 @@ import importlib.util
 import queue
 import sys
 import threading
-import traceback
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from search.trainers._base import (
-    Events,
-    OutsideSession,
-    ProtocolError,
-    TrainerError,
-    TrainerSettings,
-    TrainerTimeout,
-    TrialRequest,
-    check_event,
-)
+from search.trainers._base import TrainerSettings, check_event
 
-STOP_WAIT_S = 5.0  # how long a stopped function has to reach its next report and leave
 _FUNCTION = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
 
 
@@ -81,10 +70,6 @@ class PythonTrainer(TrainerSettings):
         if name not in _top_level_names(tree):
             raise ValueError(f"function {self.function!r}: {spec.origin} defines no {name!r}; fix the name after the ':'")
         return self
-
-    @staticmethod
-    def session_class() -> type:
-        return PythonSession
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
@@ -132,56 +117,3 @@ class Reporter:
 
     def end(self, **fields: Any) -> None:
         self._put({"event": "end", **fields})
-
-
-class PythonSession(OutsideSession):
-    kind = "python"
-
-    def _launch(self, request: TrialRequest, settings: PythonTrainer) -> Events:
-        return _Thread(load_function(settings.function, settings.path), request, settings)
-
-
-_DONE = object()
-
-
-class _Thread(Events):
-    def __init__(self, function, request: TrialRequest, settings: PythonTrainer):
-        self.settings = settings
-        self.reporter = Reporter(settings.function)
-        self.error: BaseException | None = None
-        self._released = False  # the function waits in `evaluated` for the next call
-        self.thread = threading.Thread(target=self._run, args=(function, request), daemon=True, name=f"trainer {request.trial}")
-        self.thread.start()
-
-    def _run(self, function, request: TrialRequest) -> None:
-        try:
-            function(request, self.reporter)
-        except TrialStopped:
-            pass
-        except BaseException as e:
-            self.error = e
-            self.trace = traceback.format_exc()
-        self.reporter._events.put(_DONE)
-
-    def next_event(self) -> dict:
-        if self._released:
-            self.reporter._go.release()  # the last event was an evaluation: let the function go on
-        try:
-            event = self.reporter._events.get(timeout=self.settings.time_limit_s)
-        except queue.Empty:
-            self.close(finished=False)
-            raise TrainerTimeout(
-                f"{self.settings.function} reported nothing for {self.settings.time_limit_s:g} s (trainer.time_limit_s); its trial failed"
-            ) from None
-        if event is _DONE:
-            if self.error is not None:
-                last = [line.strip() for line in self.trace.strip().splitlines()[-4:]]
-                raise TrainerError(f"{self.settings.function} raised {type(self.error).__name__}: {self.error} | {' | '.join(last[:-1])}")
-            raise ProtocolError(f"{self.settings.function} returned before reporting its end")
-        self._released = event["event"] == "eval"
-        return event
-
-    def close(self, finished: bool) -> None:
-        self.reporter._stopping = True
-        self.reporter._go.release()
-        self.thread.join(timeout=None if finished else STOP_WAIT_S)

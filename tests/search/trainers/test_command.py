@@ -10,8 +10,8 @@ import time
 import pytest
 
 from search.runner.messages import Evaluated, Finished
-from search.trainers import CommandSession, TrainerError
-from search.trainers._base import NotNeutral, ProtocolError, TrainerTimeout
+from search.runner.outside import CommandSession
+from search.trainers import NotNeutral, ProtocolError, TrainerError, TrainerTimeout
 from tests.search.trainers.conftest import alive, gone_within, spec_for
 
 START = '{"event": "start", "n_params": 100}'
@@ -94,7 +94,7 @@ def test_a_dead_worker_leaves_no_trainer_behind(example_config, tmp_path):
     config = example_config(argv=_script(tmp_path, f'report.write({START!r} + "\\n")\ntime.sleep(600)\n'))
     code = (
         "import sys, os, pickle\n"
-        "from search.trainers import CommandSession\n"
+        "from search.runner.outside import CommandSession\n"
         "started = CommandSession().start(pickle.loads(sys.stdin.buffer.read()))\n"
         "print(started.where['trainer_pid'], flush=True)\n"
         "os.kill(os.getpid(), 9)\n"

@@ -5,7 +5,8 @@ import threading
 import pytest
 
 from search.runner.messages import Evaluated, Finished
-from search.trainers import PythonSession, TrainerError
+from search.runner.outside import PythonSession
+from search.trainers import TrainerError
 from tests.search.trainers.conftest import EXAMPLE, spec_for
 
 
