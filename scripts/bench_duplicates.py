@@ -38,7 +38,7 @@ from search.families import RampFamily, ScheduleFamily
 from search.runner.cache import copy_result, find_original
 from search.runner.driver import trial_schedule
 from search.storage.records import schedule_attrs
-from search.study import open_study
+from search.study.create import open_study
 from search.study.policy import Exhausted, exhausted
 
 ROOT = Path(__file__).resolve().parents[1]

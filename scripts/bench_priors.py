@@ -43,7 +43,8 @@ from optuna.trial import TrialState
 from prism import Trainer, load_corpus
 from search.config import StudyConfig, load_config, references_for
 from search.priors import Profile, audit_model, make_prior
-from search.study import narrow_sampler, open_study, seed_study
+from search.study._lifecycle import narrow_sampler, seed_study
+from search.study.create import open_study
 
 DATA = Path(__file__).parent / "data"
 SPACE, TABLE, PROFILE = DATA / "priors_space.toml", DATA / "priors_table.csv", DATA / "priors_profile.json"

@@ -19,13 +19,13 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from search.errors import ConfigError, PrismSearchError
     from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
     from search.runner.progress import LogProgress, StudyProgress
-    from search.study.lifecycle import StudyInterrupted
+    from search.study._lifecycle import StudyInterrupted
     from search.study.policy import Standing
     from search.study.study import Study, TrialRow
 
 _EXPORTS = {
     "search.study.study": ("Study", "TrialRow"),
-    "search.study.lifecycle": ("StudyInterrupted",),
+    "search.study._lifecycle": ("StudyInterrupted",),
     "search.study.policy": ("Standing",),
     "search.runner.progress": ("LogProgress", "StudyProgress"),
     "search.config": ("StudyConfig", "load_config"),

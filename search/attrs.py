@@ -8,7 +8,7 @@ ATTR_CONFIG = "prism.config"
 ATTR_FINGERPRINT = "prism.corpus_fingerprint"
 ATTR_STUDY_UID = "prism.study_uid"  # made at creation: names its checkpoint folder, recorded in each checkpoint
 ATTR_CONFIRMATION_PLAN = "prism.confirmation.plan"  # the schedules and seed count `confirm` queued, JSON
-ATTR_PRIOR = "prism.prior"  # the prior a study was seeded with (search.study.lifecycle), JSON
+ATTR_PRIOR = "prism.prior"  # the prior a study was seeded with (search.study._lifecycle), JSON
 ATTR_AUDIT = "prism.audit"  # the geometry profile behind it, JSON; on a trial: that trial's own audit
 
 # on each trial: what it runs, why, and what became of it
@@ -50,7 +50,7 @@ ROLE_REFERENCE = "reference"
 ROLE_CONFIRM = "confirm"  # `prism-search confirm`: fresh seeds, never ranked
 ROLE_RACE = "race"  # a schedule run again on another paired seed by racing (search.study.policy.racing)
 
-SOURCE_PRIOR = "prior"  # a SOURCE: queued from the study's prior (search.study.lifecycle)
+SOURCE_PRIOR = "prior"  # a SOURCE: queued from the study's prior (search.study._lifecycle)
 
 
 def heads_attr(layer: int) -> str:

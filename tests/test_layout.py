@@ -341,10 +341,21 @@ def test_the_dashboard_reads_the_study_only_through_its_face():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_study_s_face_lists_nouns():
+    """A verb of the study is a method of one of its nouns (`Study.confirm`, `SingleRun.train`), not a free function
+    beside them: the face is the classes and constants a caller holds."""
+    import inspect
+
+    import search.study
+
+    verbs = [name for name in search.study.__all__ if inspect.isfunction(getattr(search.study, name))]
+    assert not verbs, f"search.study exports functions: {verbs}"
+
+
 def test_the_face_scan_finds_a_reach_past_a_face():
     code = (
-        "from search.study import execute\nimport json\nfrom rich.table import Table\n"  # faces, the standard library, rich
-        "from search.study.lifecycle import execute\nfrom search.storage import open_storage\nimport optuna\n"
+        "from search.study import Study\nimport json\nfrom rich.table import Table\n"  # faces, the standard library, rich
+        "from search.study._lifecycle import drive\nfrom search.storage import open_storage\nimport optuna\n"
         "from prism.analysis import format_profile\nfrom search.study import _drive\nimport search.study\n"
     )
     assert [line.split(":")[0] for line in _past_the_faces(ast.parse(code))] == ["4", "5", "6", "7", "8", "9"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NoReturn
 
 import typer
@@ -22,11 +23,10 @@ from search.config import DEFAULT_STORAGE, MAX_SEEDS, load_config, resume_comman
 from search.errors import OutputError, PrismSearchError
 from search.outputs.jsonout import dumps as json_text
 from search.outputs.urls import mask_url
-from search.signals import sigterm_as_ctrl_c
 
 if TYPE_CHECKING:
     from search.analysis import Cost, Forecast, Summary
-    from search.study import Standing, Study
+    from search.study import Standing, Study, StudyProgress
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 # markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
@@ -55,15 +55,14 @@ class _Interrupted(Exception):
     """Ctrl-C or SIGTERM inside a study's lifecycle: its message says what was kept and how to go on (exit 130)."""
 
 
-def _train(study: Study, method: str, **how) -> None:
-    """`run` and `resume` (`method`; `how`: its keywords): the study trains, the CLI prints. Ctrl-C or SIGTERM at
-    any moment (before Ray is up too) ends with exit code 130 and what to do next."""
+def _train(study: Study, train: Callable[[StudyProgress], Summary]) -> None:
+    """`run` and `resume` (`train`: the study's method with the command's flags): the study trains, the CLI prints.
+    Ctrl-C or SIGTERM at any moment (before Ray is up too) ends with exit code 130 and what to do next."""
     from search.cli.progress import Progress
     from search.study import StudyInterrupted
 
     try:
-        with sigterm_as_ctrl_c():
-            summary = getattr(study, method)(progress=Progress(console=console), **how)
+        summary = train(Progress(console=console))
     except StudyInterrupted as interrupt:
         if interrupt.stored:
             advice = f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(study.config)}"
@@ -221,7 +220,7 @@ def run(
     from search.study import Study
 
     study = Study.create(study_file, storage=storage)
-    _train(study, "run", n_trials=n_trials, workers=workers, address=address, track=track or (), prior=prior)
+    _train(study, lambda progress: study.run(n_trials, workers=workers, address=address, track=track or (), prior=prior, progress=progress))
 
 
 @app.command()
@@ -240,7 +239,12 @@ def resume(
     from search.study import Study
 
     study = Study.load(name, storage=storage)
-    _train(study, "resume", n_trials=n_trials, workers=workers, address=address, track=track or (), retry_baselines=retry_baselines)
+    _train(
+        study,
+        lambda progress: study.resume(
+            n_trials, workers=workers, address=address, track=track or (), retry_baselines=retry_baselines, progress=progress
+        ),
+    )
 
 
 @app.command()
@@ -305,10 +309,10 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
 ) -> None:
     """Forecast what a verdict at the margin costs (paired seeds, runs, tokens, hours) before any compute."""
-    from search.study import forecast_study
+    from search.study import Study
     from search.text import forecast_command
 
-    f = forecast_study(study_file, storage=storage, noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
+    f = Study.create(study_file, storage=storage).forecast(noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
     if as_json:
         print(json_text(f.to_dict() | {"confirm_command": forecast_command(f)}, indent=2))
         return
@@ -385,8 +389,7 @@ def confirm(
 
     study = Study.load(name, storage=storage)
     try:
-        with sigterm_as_ctrl_c():
-            rows = study.confirm(top, seeds, workers=workers, address=address, track=track or (), progress=Progress(console=console))
+        rows = study.confirm(top, seeds, workers=workers, address=address, track=track or (), progress=Progress(console=console))
     except StudyInterrupted as interrupt:
         raise _Interrupted(
             f"interrupted: the confirmation runs finished so far are stored; run `prism-search confirm {name} --top {top} "
@@ -429,15 +432,12 @@ def export(
     storage: str | None = StorageOpt,
 ) -> None:
     """Every finished trial as a row: objectives, metrics and one column per layer's head count; or one schedule."""
-    from search.study import Study, render, render_schedule
+    from search.study import Study
 
     if schedule is None and fmt not in ("csv", "json"):
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json (hf and nanogpt with --schedule)")
     study = Study.load(name, storage=storage)
-    if schedule is not None:
-        text = render_schedule(study.optuna_study, study.config, schedule, fmt)
-    else:
-        text = render(study.optuna_study, study.config, fmt)
+    text = study.export(fmt) if schedule is None else study.export_schedule(schedule, fmt)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -476,13 +476,12 @@ def train(
 ) -> None:
     """Train one model with one schedule and print its result record."""
     from prism import format_profile
-    from search.study import TrainOverrides, resolve, train_single
+    from search.study import SingleRun, TrainOverrides
 
     overrides = TrainOverrides(
         corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size, steps=steps, warmup_steps=warmup_steps, seed=seed, threads=threads
     )
-    cfg, parsed = resolve(config, schedule, overrides)
-    run = train_single(cfg, parsed, device=device, save=save, analyze=analyze)
+    run = SingleRun.train(config, schedule, overrides, device=device, save=save, analyze=analyze)
     if as_json:
         print(json_text(run.result.to_dict(), indent=2))
     else:
@@ -513,11 +512,11 @@ def analyze(
 ) -> None:
     """Per-layer metrics table of a saved model on its corpus's validation text."""
     from prism import format_profile
-    from search.study import analyze as analyze_model
+    from search.study import ModelMetrics
 
-    meta, rows = analyze_model(path, storage or DEFAULT_STORAGE)
-    console.print(f"schedule {meta['schedule']} on {meta['data']['name']}", highlight=False)
-    print(format_profile(rows))
+    metrics = ModelMetrics.of(path, storage or DEFAULT_STORAGE)
+    console.print(f"schedule {metrics.meta['schedule']} on {metrics.meta['data']['name']}", highlight=False)
+    print(format_profile(metrics.layers))
 
 
 @app.command()
@@ -662,12 +661,12 @@ def main() -> None:
         ctx = getattr(e, "ctx", None)
         _fail(f"{e.format_message()} (fix: see `{ctx.command_path if ctx else 'prism-search'} --help`)")
     except Exception as e:  # a database that failed under the command: one line too (search.study.failures)
-        from search.study import database_failure
+        from search.study import DatabaseFailure
 
-        failure = database_failure(e)
+        failure = DatabaseFailure.of(e)
         if failure is None:
             raise
-        _fail(failure)
+        _fail(failure.text)
     if code == 130:  # typer's answer to a Ctrl-C outside a study's lifecycle (loading the config, preflight)
         err.print("interrupted before anything was stored", highlight=False)
     sys.exit(code if isinstance(code, int) else 0)

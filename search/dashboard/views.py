@@ -44,7 +44,7 @@ from search.config import StudyConfig
 from search.errors import ConfigError, PrismSearchError
 from search.storage import scratch_study, trial_id
 from search.storage.records import readable, stored_config
-from search.study import Standing, standing
+from search.study import Standing
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         rows=rows,
         config=config,
         summary=summary,
-        standing=standing(trials, config) if config is not None else None,
+        standing=Standing.of(trials, config) if config is not None else None,
         metric_names=names,
         stamp=change_stamp or stamp(trials),
         config_error=config_error,

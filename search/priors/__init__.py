@@ -1,6 +1,6 @@
 """Geometry-derived priors: audit a model's layers, map the profile to ranked schedules (the prior file).
 
-Seeding a study with a prior is the study's (search.study.lifecycle): priors rank and measure, they never touch a study.
+Seeding a study with a prior is the study's (search.study._lifecycle): priors rank and measure, they never touch a study.
 """
 
 from search.priors.audit import (

@@ -1,6 +1,6 @@
 """The `prior` file: a geometry profile mapped onto a study's family as ranked schedules, and reading one back.
 
-Seeding a study with it is the study's business (search.study.lifecycle); priors only rank and measure.
+Seeding a study with it is the study's business (search.study._lifecycle); priors only rank and measure.
 """
 
 from __future__ import annotations

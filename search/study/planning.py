@@ -23,7 +23,7 @@ from search.analysis.forecast import (
 )
 from search.analysis.stored import is_stored, stored_study
 from search.analysis.summary import study_runs
-from search.config import Flags, StudyConfig, load_config
+from search.config import StudyConfig
 from search.errors import ConfigError, PrismSearchError
 from search.outputs.urls import mask_url
 from search.storage.records import stored_config
@@ -35,22 +35,8 @@ TIMED_STEPS = 30  # steps timed for the speed, after WARMUP_STEPS untimed ones (
 WARMUP_STEPS = 5
 
 
-def forecast_study(
-    path: str,
-    *,
-    storage: str | None = None,
-    noise_from: str | None = None,
-    sd: float | None = None,
-    margin: float | None = None,
-    tokens_per_s: float | None = None,
-) -> Forecast:
-    """The forecast for the study TOML at `path`. Noise: `sd` (the sd of one paired difference), else the stored
-    study `noise_from`, else the config's own study if stored. Speed: `tokens_per_s`, else the pilot's stored
-    median when it trained the same model, else timed here (on CUDA for a GPU config, where one is present).
-
-    Raises:
-        PrismSearchError: bad flags, a config that is no search, or no noise to forecast from; before any compute.
-    """
+def check_flags(*, noise_from: str | None, sd: float | None, margin: float | None, tokens_per_s: float | None) -> None:
+    """`plan`'s stated figures, checked before its config is read."""
     for flag, value, what in (
         ("--sd", sd, "the sd of one paired difference, in nats"),
         ("--margin", margin, "the gap to uniform too small to matter, in nats"),
@@ -60,10 +46,17 @@ def forecast_study(
             raise ConfigError(f"{flag} {value}: must be above 0 (fix: {flag} is {what})")
     if sd is not None and noise_from is not None:
         raise ConfigError("--sd and --noise-from both give the noise (fix: pass one of them)")
-    config = load_config(path, Flags(storage=storage))
+
+
+def forecast_study(
+    config: StudyConfig, source: str, *, noise_from: str | None, sd: float | None, margin: float | None, tokens_per_s: float | None
+) -> Forecast:
+    """The forecast for the study `config` (read from `source`). Noise: `sd` (the sd of one paired difference), else
+    the stored study `noise_from`, else the config's own study if stored. Speed: `tokens_per_s`, else the pilot's
+    stored median when it trained the same model, else timed here (on CUDA for a GPU config, where one is present)."""
     if config.experiment is not None:
         raise ConfigError(
-            f"{path} is a pre-registered experiment: its runs are fixed by experiment.looks ({2 * config.experiment.looks[-1]} at most); "
+            f"{source} is a pre-registered experiment: its runs are fixed by experiment.looks ({2 * config.experiment.looks[-1]} at most); "
             "plan forecasts a search (fix: plan a search config)"
         )
     noise, pilot = _noise(config, noise_from, sd)

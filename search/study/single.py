@@ -28,10 +28,45 @@ if TYPE_CHECKING:
 
 @dataclass
 class SingleRun:
+    """One model of a study's config trained outside any study (`prism-search train`)."""
+
     config: StudyConfig
     schedule: Schedule
     result: TrainResult
     profile: list[LayerMetrics] | None = None
+
+    @classmethod
+    def train(
+        cls,
+        config_path: str | None,
+        schedule: str,
+        overrides: TrainOverrides | None = None,
+        *,
+        device: str = "cpu",
+        save: str | None = None,
+        analyze: bool = False,
+    ) -> SingleRun:
+        """Train `schedule` (HEADSxLAYERS, or "uniform") with the study config at `config_path` (default: the
+        built-in defaults) and `overrides` on top, through the trial session a study's workers run; `save`: the
+        checkpoint's folder; `analyze`: also measure its per-layer metrics."""
+        config, parsed = resolve(config_path, schedule, overrides or TrainOverrides())
+        return train_single(config, parsed, device=device, save=save, analyze=analyze)
+
+
+@dataclass(frozen=True)
+class ModelMetrics:
+    """A saved model's per-layer metrics on the validation text of the corpus it was trained on (`analyze`)."""
+
+    meta: dict  # the checkpoint's metadata: its schedule, model and corpus
+    layers: list[LayerMetrics]
+
+    @classmethod
+    def of(cls, source: str, storage_url: str) -> ModelMetrics:
+        """`source`: a checkpoint folder, or a stored trial's (`STUDY:N`, `STUDY:baseline`) as `audit` reads it."""
+        from search.priors import trial_checkpoint
+
+        checkpoint = None if Path(source).is_dir() else trial_checkpoint(source, storage_url)
+        return cls(*analyze_checkpoint(str(checkpoint or source)))
 
 
 @dataclass(frozen=True)
@@ -150,11 +185,3 @@ def analyze_checkpoint(path: str) -> tuple[dict, list[LayerMetrics]]:
     if "data" not in meta:
         raise ConfigError(f"checkpoint {path!r} does not name its corpus; it was not written by prism-search")
     return meta, profile(model, meta["data"])
-
-
-def analyze(source: str, storage_url: str) -> tuple[dict, list[LayerMetrics]]:
-    """`analyze SOURCE`: a checkpoint folder, or a stored trial's (`STUDY:N`, `STUDY:baseline`) as `audit` reads it."""
-    from search.priors import trial_checkpoint
-
-    checkpoint = None if Path(source).is_dir() else trial_checkpoint(source, storage_url)
-    return analyze_checkpoint(str(checkpoint or source))

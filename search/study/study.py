@@ -1,9 +1,10 @@
 """`Study`: the one way into prism-search from Python; the CLI is a thin layer over it.
 
-A `Study` is a handle on one named study in one storage. It resolves what a command needs once (the config, with
-the caller's settings on top, parsed once; the schedule space, baseline and model config with it) and hands it to
-the study's lifecycle (search.study.lifecycle), which opens the storage, checks the corpus and drives the trials.
-Reading methods (`summary`, `verdict`, `trials`, `best_schedule`) never write to the storage.
+A `Study` is a handle on one named study in one storage. Each command that trains resolves its context here, once
+(the config with the caller's settings on top, the cluster, the corpus's fingerprint, the trackers, then the
+opened study with its schedule space: search.runner.context.StudyContext), and hands it to the study's private
+lifecycle (search.study._lifecycle), which drives the trials. Ctrl-C and SIGTERM are caught here alone. Reading
+methods (`summary`, `verdict`, `trials`, `best_schedule`) never write to the storage.
 
 Ray and torch are imported only by the methods that train.
 """
@@ -11,22 +12,28 @@ Ray and torch are imported only by the methods that train.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from search.config import DEFAULT_STORAGE, Flags, StudyConfig, check_in_effect, parse_config, read_toml
-from search.errors import PrismSearchError
+from search.errors import ConfigError, PrismSearchError
+from search.study.create import reopen_study
 
 if TYPE_CHECKING:
     import optuna
 
     from prism import Schedule
-    from search.analysis import Summary
+    from search.analysis import Forecast, Summary
     from search.analysis.summary import ConfirmationRow
     from search.analysis.verdict import Verdict
     from search.runner.progress import StudyProgress
     from search.study.policy import Standing
+    from search.tracking import Tracker
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,8 @@ class Study:
         self.name, self.storage = name, storage
         self._raw, self._source, self._config = raw, source, config
         self._optuna: optuna.Study | None = None
+        self._open = False  # this handle opened the study to train it: an interrupt needs no database read to know it is stored
+        self._summary: tuple[tuple, Summary] | None = None  # the last summary, with the state of the trials it read
         self.wall_s: float | None = None  # the last run's, resume's or confirmation's training time (None: nothing ran)
 
     # -- making one ------------------------------------------------------------------------------------------------
@@ -202,7 +211,8 @@ class Study:
         """
         if self._raw is None:
             raise PrismSearchError(f"study {self.name!r} was loaded from its storage; continue it with resume()")
-        return self._train(Flags(n_trials=n_trials, workers=workers, track=tuple(track)), address, progress, prior=prior)
+        flags = Flags(n_trials=n_trials, workers=workers, track=tuple(track))
+        return self._interruptible(lambda: self._train(flags, address, progress, prior=prior), address, stored=None)
 
     def resume(
         self,
@@ -221,25 +231,10 @@ class Study:
         Returns:
             The study's summary after the run.
         """
-        from search.runner.cluster import check_cluster
-
-        check_cluster(address, self.storage)  # a cluster's workers need a storage they can reach: before reading it
         flags = Flags(n_trials=n_trials, workers=workers, track=tuple(track))
-        return self._train(flags, address, progress, resumed=self.optuna_study, retry_baselines=retry_baselines)
-
-    def _train(self, flags: Flags, address: str | None, progress: StudyProgress | None, **how) -> Summary:
-        from search.analysis import summarize
-        from search.signals import sigterm_as_ctrl_c
-        from search.study.lifecycle import execute, stored_when_interrupted
-
-        config = self._resolve(flags)
-        try:
-            with sigterm_as_ctrl_c():
-                study, self.wall_s = execute(config, address, progress=progress or _default_progress(), **how)
-        except KeyboardInterrupt as interrupt:
-            raise stored_when_interrupted(config, interrupt, resuming="resumed" in how) from interrupt
-        self._optuna = study
-        return summarize(study, config)
+        return self._interruptible(
+            lambda: self._train(flags, address, progress, resuming=True, retry_baselines=retry_baselines), address, stored=True
+        )
 
     def confirm(
         self,
@@ -261,38 +256,96 @@ class Study:
             PrismSearchError: nothing to confirm yet, or a storage or cluster that cannot be used.
             StudyInterrupted: Ctrl-C or SIGTERM; the runs finished so far are stored.
         """
-        import time
+        from search.storage import driver_lock
+        from search.study._lifecycle import confirm
 
+        def work() -> list[ConfirmationRow]:
+            config = self._resolve(Flags(workers=workers, track=tuple(track)))
+            fingerprint, trackers = self._edge(config, address)
+            ctx = reopen_study(self.optuna_study, config, fingerprint, trackers, fix="confirm where the study's corpus is")
+            started = time.monotonic()
+            with driver_lock(config.storage):
+                rows = confirm(ctx, top, seeds, address, progress or _default_progress())
+            self.wall_s = time.monotonic() - started
+            return rows
+
+        return self._interruptible(work, address, stored=True)
+
+    def _edge(self, config: StudyConfig, address: str | None, *, keep_checkpoints: bool = False) -> tuple[str, tuple[Tracker, ...]]:
+        """What a command that trains checks once, before anything is stored: the corpus and this machine (the
+        corpus's fingerprint) and the trackers. `keep_checkpoints`: the baselines of `--prior auto` keep theirs."""
+        from search.runner.preflight import preflight
+        from search.study._lifecycle import keeping_checkpoints
+        from search.tracking import make_trackers
+
+        fingerprint = preflight(keeping_checkpoints(config) if keep_checkpoints else config, address=address)
+        return fingerprint, tuple(make_trackers(config.tracking))  # a missing tracker library fails here, before any compute
+
+    def _train(
+        self,
+        flags: Flags,
+        address: str | None,
+        progress: StudyProgress | None,
+        *,
+        prior: str | None = None,
+        resuming: bool = False,
+        retry_baselines: bool = False,
+    ) -> Summary:
+        """`run` and `resume` (`resuming`): the study's context, resolved once here, then its trials driven."""
+        from search.storage import driver_lock
+        from search.study._lifecycle import AutoPrior, drive, open_to_run, parse_prior
+
+        config = self._resolve(flags)
+        choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
+        if choice is not None and config.experiment is not None:
+            raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
+        fingerprint, trackers = self._edge(config, address, keep_checkpoints=isinstance(choice, AutoPrior))
+        progress = progress or _default_progress()
+        with driver_lock(config.storage):
+            resumed = self.optuna_study if resuming else None
+            ctx = open_to_run(config, fingerprint, trackers, progress, resumed=resumed, retry_baselines=retry_baselines)
+            self._optuna, self._open = ctx.study, True
+            self.wall_s = drive(ctx, address, progress=progress, prior=choice)
+        return self.summary()
+
+    def _interruptible(self, work: Callable[[], T], address: str | None, *, stored: bool | None) -> T:
+        """Every command that trains goes through here: the cluster at `address` checked against the storage, then
+        `work`. The one place a Ctrl-C or SIGTERM of a study's command is caught: it becomes `StudyInterrupted`, which
+        says whether the study is stored (`stored`; None: the study is asked, unless this command opened it)."""
+        from search.analysis.stored import is_stored
         from search.runner.cluster import check_cluster
         from search.signals import sigterm_as_ctrl_c
-        from search.study.lifecycle import StudyInterrupted, confirm
+        from search.study._lifecycle import StudyInterrupted
 
-        check_cluster(address, self.storage)
-        config = self._resolve(Flags(workers=workers, track=tuple(track)))
-        started = time.monotonic()
         try:
             with sigterm_as_ctrl_c():
-                rows = confirm(self.optuna_study, config, top, seeds, address, progress or _default_progress())
+                check_cluster(address, self.storage)  # before a stored study is read: a cluster's workers need a storage they reach
+                return work()
         except StudyInterrupted:
             raise
-        except KeyboardInterrupt as interrupt:  # before the runs started (Ray's start-up): the study is stored all the same
-            raise StudyInterrupted(stored=True) from interrupt
-        self.wall_s = time.monotonic() - started
-        return rows
+        except KeyboardInterrupt as interrupt:
+            if stored is None:  # a run told apart by whether the study is stored (its config marks it created)
+                stored = self._open or is_stored(self.name, self.storage)
+            raise StudyInterrupted(stored=stored) from interrupt
 
     # -- reading ---------------------------------------------------------------------------------------------------
     def summary(self) -> Summary:
-        """Everything `status` shows: the verdict, the best schedule, every schedule's paired gap to uniform."""
+        """Everything `status` shows: the verdict, the best schedule, every schedule's paired gap to uniform.
+        Computed once per state of the study's trials: `verdict` and `best_schedule` reuse it."""
         from search.analysis import summarize
 
-        return summarize(self.optuna_study, self.config)
+        trials = self.optuna_study.get_trials(deepcopy=False)
+        state = tuple((t.number, t.state, t.datetime_complete, len(t.user_attrs)) for t in trials)
+        if self._summary is None or self._summary[0] != state:
+            self._summary = (state, summarize(self.optuna_study, self.config))
+        return self._summary[1]
 
     def standing(self) -> Standing:
         """Where the study's policies stand: why it stopped short of n_trials (the space ran out), and each
         schedule's position in its race (racing studies)."""
-        from search.study.policy import standing
+        from search.study.policy import Standing
 
-        return standing(self.optuna_study.get_trials(deepcopy=False), self.config)
+        return Standing.of(self.optuna_study.get_trials(deepcopy=False), self.config)
 
     def verdict(self) -> Verdict:
         """What the study decided: better, uniform holds at the margin, equivalent, or undecided (and what decides it)."""
@@ -324,6 +377,38 @@ class Study:
             )
             for row in rows(self.optuna_study, self.config)
         ]
+
+    def export(self, fmt: str = "csv") -> str:
+        """Every finished trial as `fmt` text: "csv" (one column per layer's head count) or "json"."""
+        from search.study.export import render
+
+        return render(self.optuna_study, self.config, fmt)
+
+    def export_schedule(self, which: str, fmt: str = "json") -> str:
+        """One schedule as your own model code loads it (docs/own-model.md): `which` is "best", "verdict" or a trial
+        number; `fmt` one of SCHEDULE_FORMATS (json, hf, nanogpt)."""
+        from search.study.export import render_schedule
+
+        return render_schedule(self.optuna_study, self.config, which, fmt)
+
+    def forecast(
+        self, *, noise_from: str | None = None, sd: float | None = None, margin: float | None = None, tokens_per_s: float | None = None
+    ) -> Forecast:
+        """What a verdict at the margin would cost (paired seeds, runs, tokens, hours), before any compute.
+
+        Args:
+            noise_from: a stored study whose paired noise to use (default: this study's own, when stored).
+            sd: the sd of one paired difference, stated instead.
+            margin: the gap to resolve (default: the config's search.margin).
+            tokens_per_s: training tokens/s of one run (default: the pilot's stored runs, else timed here).
+
+        Raises:
+            ConfigError: a figure that is not above 0, both noise sources, an experiment's config, or no noise.
+        """
+        from search.study.planning import check_flags, forecast_study
+
+        check_flags(noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
+        return forecast_study(self.config, self._source, noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
 
     def __repr__(self) -> str:
         from search.outputs.urls import mask_url

@@ -382,7 +382,7 @@ def test_ctrl_c_inside_ray_s_start_up_stops_the_run_once_ray_is_up(study_toml, t
 
 def test_ctrl_c_before_the_study_exists_offers_no_resume_command(study_toml, tmp_path):
     study_toml(name="T.toml")
-    done = _cli_signalled(tmp_path, "search.study.lifecycle.preflight", signal.SIGINT, "run", "T.toml")
+    done = _cli_signalled(tmp_path, "search.runner.preflight.preflight", signal.SIGINT, "run", "T.toml")
     assert done.returncode == 130, done.stderr
     assert "before study 'tiny' was created" in done.stderr and "resume" not in done.stderr, done.stderr
 

@@ -14,7 +14,7 @@ from search.config import StudyConfig
 from search.errors import ConfigError
 from search.runner.preflight import SIZE_FIELDS, check_corpus, preflight, training_bytes
 from search.storage import open_storage
-from search.study import open_study
+from search.study.create import open_study
 
 ABSURD = {  # each alone needs far more than any machine holds (the smallest: ~20 TiB)
     "model.n_layer": 10**7,

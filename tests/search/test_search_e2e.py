@@ -13,7 +13,7 @@ from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
 from search.study.create import open_study
-from search.study.policy import Exhausted, search_policies, standing
+from search.study.policy import Exhausted, Standing, search_policies
 from search.study.pruning import make_stopping
 from search.study.samplers import reachable_target
 from search.text import gap_text
@@ -107,7 +107,7 @@ def _case_checks(name: str, config: StudyConfig, trials: list, study: optuna.Stu
         assert grid == [str(s) for s in config.family.enumerate()]  # every schedule once, in order
         assert trials[2].user_attrs[DUPLICATE_ATTR] == 0  # the grid's 1x3 at seed 0 is the baseline's run
         assert summary.uniform_noise_floor is not None and "selected as best of" in gap_text(summary)
-        assert standing(trials, config).stopped == Exhausted(3, "uniform")
+        assert Standing.of(trials, config).stopped == Exhausted(3, "uniform")
     if name == "free-random-none":
         refs = {t.user_attrs["reference"]: t for t in trials if t.user_attrs["role"] == "reference"}
         assert set(refs) == {"twin", "paper-ramp"} and all(r.user_attrs[DUPLICATE_ATTR] == 0 for r in refs.values())

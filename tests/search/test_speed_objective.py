@@ -14,7 +14,7 @@ from search.dashboard.pages import study_page
 from search.dashboard.views import study_view
 from search.storage import open_storage
 from search.storage.records import objective_values, result_attrs, schedule_attrs
-from search.study import open_study
+from search.study.create import open_study
 
 # (schedule, val loss, raw tokens/s, paired ratio): 2x3 ran fastest in raw tokens/s (the machine was quiet then) but is
 # slower than uniform paired; 1x1,2x2 is the paired-fastest. The two speed objectives give different Pareto fronts.

@@ -4,7 +4,7 @@
 - `Racing`: run schedules within the margin of the incumbent again on more paired seeds (racing.py);
 - `Sequential`: a pre-registered experiment's next pair (sequential.py).
 
-Policies decide from the stored trials alone; search.analysis reads them. `standing` is where a study's policies
+Policies decide from the stored trials alone; search.analysis reads them. `Standing` is where a study's policies
 stand, for `status` and the dashboard: the same answer the driver acted on.
 """
 
@@ -48,7 +48,6 @@ __all__ = [
     "race_seeds",
     "runs_of",
     "search_policies",
-    "standing",
 ]
 
 
@@ -73,21 +72,21 @@ class Standing:
     stopped: Stop | None = None
     race: Race | None = None
 
+    @classmethod
+    def of(cls, trials: Sequence[FrozenTrial], config: StudyConfig) -> Standing:
+        """Where the search policies of the study in `config` stand on its stored `trials` (an experiment has
+        neither). A trial whose attrs cannot be read is left out, as the summary leaves it out (and names it)."""
+        trials = readable(trials)[0]
+        done = budget(trials, config.seed)
+        stopped = first_stop(search_policies(config, config.family), done) if done.searched < config.n_trials else None
+        race = Racing(config).race(trials) if config.search.racing else None
+        return cls(stopped, race)
+
     def to_dict(self) -> dict:
         """For `status --json`: each value typed, with its text beside it."""
         stopped = None if self.stopped is None else _fields(self.stopped) | {"text": self.stopped.text()}
         race = None if self.race is None else {s: p.to_dict() for s, p in self.race.standing.items()}
         return {"stopped": stopped, "race": race}
-
-
-def standing(trials: Sequence[FrozenTrial], config: StudyConfig) -> Standing:
-    """Where the search policies of the study in `config` stand on its stored `trials` (an experiment has neither).
-    A trial whose attrs cannot be read is left out, as the summary leaves it out (and names it)."""
-    trials = readable(trials)[0]
-    done = budget(trials, config.seed)
-    stopped = first_stop(search_policies(config, config.family), done) if done.searched < config.n_trials else None
-    race = Racing(config).race(trials) if config.search.racing else None
-    return Standing(stopped, race)
 
 
 def _fields(stop: Stop) -> dict:

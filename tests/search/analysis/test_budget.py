@@ -11,7 +11,7 @@ from search.runner.driver import Driver
 from search.runner.preflight import check_corpus
 from search.storage import open_storage
 from search.storage.records import FINISHED
-from search.study import open_study
+from search.study.create import open_study
 from search.study.pruning import make_stopping
 from tests.search.synthetic import add_trial
 

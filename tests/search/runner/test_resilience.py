@@ -32,7 +32,6 @@ from search.storage.records import FINISHED, enqueue, schedule_attrs
 from search.study import Study
 from search.study.confirmation import plan
 from search.study.create import open_study
-from search.study.lifecycle import confirm
 from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
 from tests.search.pg import fresh_database
@@ -228,7 +227,7 @@ def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local,
     study.tell(best, [2.5])
     assert plan(ctx, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
     lost = _taken_by_a_driver_that_dies(study)
-    rows = confirm(study, config, 1, 1, address=None, progress=Progress(console=Console(file=io.StringIO())))
+    rows = Study.load(config.name, storage=config.storage).confirm(1, 1, progress=Progress(console=Console(file=io.StringIO())))
     study = _assert_complete(config.storage, 4)
     runs = [t for t in study.get_trials(states=FINISHED) if t.user_attrs["role"] == "confirm"]
     assert sorted(t.user_attrs["schedule"] for t in runs) == sorted(["1x3", "1x1,2x1,4x1"])

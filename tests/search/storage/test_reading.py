@@ -10,7 +10,7 @@ from search.dashboard import Dashboard
 from search.storage import open_storage
 from search.storage.database import heartbeat_seconds
 from search.storage.records import stored_config
-from search.study import render
+from search.study.export import render
 from tests.search.dashboard.conftest import quickstart
 from tests.search.synthetic import synthetic_study
 

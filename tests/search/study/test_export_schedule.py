@@ -8,7 +8,7 @@ import pytest
 
 from prism import Schedule
 from search.analysis import summarize
-from search.study import render_schedule
+from search.study.export import render_schedule
 from tests.search.synthetic import synthetic_study
 
 

@@ -1,8 +1,9 @@
-"""The study's lifecycle as the CLI drives it: what `resume` stores before it trains."""
+"""The study's lifecycle as the CLI drives it: what `resume` stores before it trains, and an interrupt's answer."""
 
 import json
 
 import optuna
+import pytest
 from optuna.distributions import IntDistribution
 from typer.testing import CliRunner
 
@@ -36,12 +37,22 @@ def test_resume_n_trials_stores_the_new_target_for_status_and_the_dashboard(tiny
 def test_an_interrupt_after_the_study_is_open_says_resume_without_reading_the_database(tiny_config, monkeypatch):
     """`ray job stop` SIGKILLs the driver 3 s after its SIGTERM by default: once the study is open, the resume
     command is known in process. Before that, the database says whether the study was created."""
-    import search.study.lifecycle as lifecycle
+    import search.analysis.stored
+    from search.study import Study, StudyInterrupted
 
     reads = []
-    monkeypatch.setattr(lifecycle, "is_stored", lambda name, url: reads.append(name) or False)
-    assert lifecycle.stored_when_interrupted(tiny_config, lifecycle.StudyInterrupted(stored=True), resuming=False).stored
-    assert reads == []
-    assert not lifecycle.stored_when_interrupted(tiny_config, KeyboardInterrupt(), resuming=False).stored
-    assert reads == ["tiny"]
-    assert lifecycle.stored_when_interrupted(tiny_config, KeyboardInterrupt(), resuming=True).stored and reads == ["tiny"]
+    monkeypatch.setattr(search.analysis.stored, "is_stored", lambda name, url: reads.append(name) or False)
+
+    def interrupted(study: Study, *, stored: bool | None) -> StudyInterrupted:
+        def press_ctrl_c():
+            raise KeyboardInterrupt
+
+        with pytest.raises(StudyInterrupted) as caught:
+            study._interruptible(press_ctrl_c, None, stored=stored)
+        return caught.value
+
+    study = Study.create(tiny_config)
+    assert not interrupted(study, stored=None).stored and reads == ["tiny"]  # a run before the study was opened: asked
+    assert interrupted(study, stored=True).stored and reads == ["tiny"]  # resume and confirm: a stored study, not asked
+    study._open = True  # as `run` marks it once the study is open
+    assert interrupted(study, stored=None).stored and reads == ["tiny"]

@@ -8,8 +8,8 @@ import pytest
 from prism import Schedule
 from search.attrs import ATTR_AUDIT, ATTR_PRIOR
 from search.priors import make_prior
+from search.study._lifecycle import narrow_sampler, seed_study
 from search.study.create import open_study
-from search.study.lifecycle import narrow_sampler, seed_study
 from search.study.samplers import PriorSampler
 from tests.search.test_priors import _profile
 

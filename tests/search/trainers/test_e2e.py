@@ -134,7 +134,7 @@ def _exports_load_into_the_example_trainer(study, config, tmp_path):
     exactly the parameter count that trial reported."""
     import importlib.util
 
-    from search.study import render_schedule
+    from search.study.export import render_schedule
 
     spec = importlib.util.spec_from_file_location("own_train_gpt", EXAMPLE / "train_gpt.py")
     train_gpt = importlib.util.module_from_spec(spec)

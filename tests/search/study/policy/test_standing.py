@@ -2,7 +2,7 @@
 acts on them (search.study.policy)."""
 
 from search.config import StudyConfig
-from search.study.policy import Exhausted, Position, Standing, standing
+from search.study.policy import Exhausted, Position, Standing
 from tests.search.analysis.test_summary import UNIFORM, add, make_study
 
 
@@ -19,7 +19,7 @@ def test_a_racing_study_shows_where_each_schedule_stands(tiny_config, monkeypatc
         add(study, UNIFORM, seed, 2.05 + 0.01 * seed, role="baseline")
     add(study, "4x3", 0, 2.049)  # within the margin of the incumbent (uniform) at the search seed: raced
     add(study, "2x3", 0, 2.20)  # worse than the margin at its first seed: not raced
-    now = standing(study.get_trials(), racing)
+    now = Standing.of(study.get_trials(), racing)
     assert now.race is not None and now.race.incumbent == UNIFORM and now.race.queue == [("4x3", 1)]
     assert now.race.standing == {
         UNIFORM: Position("incumbent"),
@@ -33,7 +33,7 @@ def test_a_racing_study_shows_where_each_schedule_stands(tiny_config, monkeypatc
     assert '<table id="race"' in html and "racing: 1 -&gt; 2 seeds" in html
     plain = make_study(tiny_config, "plain")
     add(plain, UNIFORM, 0, 2.05, role="baseline")
-    assert standing(plain.get_trials(), tiny_config) == Standing()  # not racing, not stopped: nothing to show
+    assert Standing.of(plain.get_trials(), tiny_config) == Standing()  # not racing, not stopped: nothing to show
 
 
 def test_a_study_short_of_n_trials_whose_space_ran_out_stands_stopped(tiny_config):
@@ -45,7 +45,7 @@ def test_a_study_short_of_n_trials_whose_space_ran_out_stands_stopped(tiny_confi
     study = make_study(small)
     for schedule in ("1x3", "2x3", "4x3"):
         add(study, schedule, 0, 2.0)
-    now = standing(study.get_trials(), small)
+    now = Standing.of(study.get_trials(), small)
     assert now.stopped == Exhausted(3, "uniform") and now.race is None
     assert now.to_dict()["stopped"] == {"distinct": 3, "family": "uniform", "streak": None, "text": now.stopped.text()}
-    assert standing(study.get_trials(), small.model_copy(update={"n_trials": 3})).stopped is None
+    assert Standing.of(study.get_trials(), small.model_copy(update={"n_trials": 3})).stopped is None

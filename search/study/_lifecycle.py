@@ -1,5 +1,6 @@
-"""A study's life: open or resume it, recover what a lost driver left, seed it with a prior, drive its trials,
-confirm its best. The CLI parses and prints; everything between a config and a summary happens here.
+"""A study's life once `Study` has resolved its context: open or resume it, recover what a lost driver left, seed it
+with a prior, drive its trials, confirm its best. Private to the study package: `Study` is the way in, and it alone
+turns Ctrl-C and SIGTERM into `StudyInterrupted`.
 
 Priors in a study: seeding enqueues the prior's schedules right after whatever the study already queued
 (baselines, references), as ordinary prunable search trials tagged `source=prior`. With `search.prior_strength`
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -23,17 +25,13 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.analysis.budget import budget
 from search.analysis.sequential import plan_of
-from search.analysis.stored import is_stored
 from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
 from search.config import StudyConfig
-from search.errors import AuditError, ConfigError, PriorError
-from search.runner.cluster import check_cluster
+from search.errors import AuditError, PriorError
 from search.runner.context import StudyContext
-from search.runner.preflight import preflight
 from search.runner.progress import StudyProgress
-from search.signals import sigterm_as_ctrl_c
-from search.storage import creation_lock, driver_lock, open_storage
+from search.storage import creation_lock, open_storage
 from search.storage.records import enqueue
 from search.study.confirmation import run_confirmation, top_schedules
 from search.study.create import enqueue_missing_baselines, open_study, reopen_study, store_config
@@ -44,6 +42,7 @@ from search.study.samplers import narrowed, reachable_target
 
 if TYPE_CHECKING:
     from search.priors import Prior, Profile  # loads torch: only the commands that train read a prior
+    from search.tracking import Tracker
 
 
 @dataclass(frozen=True)
@@ -83,61 +82,32 @@ class StudyInterrupted(KeyboardInterrupt):
         self.stored = stored
 
 
-def execute(
+def open_to_run(
     config: StudyConfig,
-    address: str | None,
-    *,
+    fingerprint: str,
+    trackers: Sequence[Tracker],
     progress: StudyProgress,
-    resumed: optuna.Study | None = None,
-    prior: str | None = None,
-    retry_baselines: bool = False,
-) -> tuple[optuna.Study, float | None]:
-    """`run` and `resume` (`resumed`: the study `reopen` read): check the config against this machine, open the
-    study, recover stale trials, seed, drive trials. `prior`: the --prior flag (run); `retry_baselines` (resume):
-    queue the baseline and reference runs that failed for good once more. The trackers, the corpus, the schedule
-    space and the study are resolved here once, into the study's context, and handed down.
-
-    Returns the study and the wall time of the trials driven (None: the study had reached its target). A Ctrl-C
-    or SIGTERM raises StudyInterrupted after in-flight trials were queued again."""
-    from search.tracking import make_trackers
-
-    choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
-    # --prior auto: the baseline runs keep their checkpoints (the prior is measured on them)
-    fingerprint = preflight(keeping_checkpoints(config) if isinstance(choice, AutoPrior) else config, address=address)
-    if choice is not None and config.experiment is not None:
-        raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
-    if resumed is None:
-        check_cluster(address, config.storage)  # `resume` checked it before reading the storage (reopen)
-    trackers = make_trackers(config.tracking)  # a missing tracker library fails here, before any compute
-    with driver_lock(config.storage):
-        with creation_lock(config.storage):
-            if resumed is None:
-                ctx = open_study(config, open_storage(config.storage), fingerprint, trackers)
-            else:
-                ctx = reopen_study(resumed, config, fingerprint, trackers, fix="start a new study")
-                store_config(ctx.study, config)  # a new --n-trials target, stored as `run` stores it
-                missing = enqueue_missing_baselines(ctx, retry_failed=retry_baselines)
-                if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
-                    progress.note(f"queued the baseline runs the study lacked: {', '.join(missing)}")
-        try:
-            return _drive(ctx, address, progress=progress, prior=choice)
-        except StudyInterrupted:
-            raise
-        except KeyboardInterrupt as interrupt:
-            raise StudyInterrupted(stored=True) from interrupt
+    *,
+    resumed: optuna.Study | None,
+    retry_baselines: bool,
+) -> StudyContext:
+    """`run` (`resumed` None: create the study, or continue one whose config matches) or `resume` (the stored study,
+    with the command's new target stored): the study's context, its baseline runs queued. Called under the driver
+    lock; takes the creation lock."""
+    with creation_lock(config.storage):
+        if resumed is None:
+            return open_study(config, open_storage(config.storage), fingerprint, trackers)
+        ctx = reopen_study(resumed, config, fingerprint, trackers, fix="start a new study")
+        store_config(ctx.study, config)  # a new --n-trials target, stored as `run` stores it
+        missing = enqueue_missing_baselines(ctx, retry_failed=retry_baselines)
+        if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
+            progress.note(f"queued the baseline runs the study lacked: {', '.join(missing)}")
+        return ctx
 
 
-def stored_when_interrupted(config: StudyConfig, interrupt: KeyboardInterrupt, *, resuming: bool) -> StudyInterrupted:
-    """A Ctrl-C or SIGTERM during `run` or `resume`, told apart by whether the study is stored (its config marks it
-    created): the database is asked only when `interrupt` came before the study was open."""
-    if isinstance(interrupt, StudyInterrupted):
-        return interrupt
-    return StudyInterrupted(stored=resuming or is_stored(config.name, config.storage))
-
-
-def _drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, prior: PriorChoice) -> tuple[optuna.Study, float | None]:
-    """execute's work, under the driver lock, once the study is open: from recovering what a lost driver left to
-    the study's target."""
+def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, prior: PriorChoice) -> float | None:
+    """`run` and `resume` once the study is open (under the driver lock): recover what a lost driver left, seed,
+    drive trials to the study's target. Returns the wall time of the trials driven (None: nothing to run)."""
     from search.runner.driver import Driver, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
 
@@ -152,55 +122,40 @@ def _drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, p
     plan = plan_of(config)
     if plan is not None and (decided := current(study, config, plan)).next_seed is None:
         progress.note(f"experiment {config.name} has ended: {decided.text()}; nothing to run")
-        return study, None
+        return None
     policies = search_policies(config, ctx.family)
     full = first_stop(policies, done)
     if plan is None and (done.searched >= config.n_trials or full):
         why = f" ({full.text()})" if full and done.searched < config.n_trials else ""
         progress.note(f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run")
-        return study, None
-    workers = config.resources.workers
+        return None
     _join_ray(address, config, progress)
     progress.begin(config.name, config.n_trials, done.searched)
     started = time.monotonic()
     try:
-        with sigterm_as_ctrl_c():
-            if plan is not None:
-                run_experiment(ctx, plan, progress)
-                return study, time.monotonic() - started
+        if plan is not None:
+            run_experiment(ctx, plan, progress)
+        else:
             _seed_with_prior(ctx, prior, progress)
             driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=policies)
             # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
-            driver.run(reachable_target(study, config.n_trials + done.confirmation), workers)
+            driver.run(reachable_target(study, config.n_trials + done.confirmation), config.resources.workers)
     finally:
         progress.close()
-    return study, time.monotonic() - started
+    return time.monotonic() - started
 
 
-def confirm(
-    study: optuna.Study, config: StudyConfig, top: int, seeds: int, address: str | None, progress: StudyProgress
-) -> list[ConfirmationRow]:
-    """`confirm`: re-train the `top` schedules and uniform on fresh seeds (search.study.confirmation); returns the
-    confirmation rows. `study`: the stored study; `config`: its config with the command's flags (workers, trackers:
-    a stored URI keeps no credentials, search.outputs.urls)."""
-    from search.tracking import make_trackers
-
-    fingerprint = preflight(config, address=address)
-    trackers = make_trackers(config.tracking)  # a missing library or a stored URI without its credentials: refused here
-    planned = (len(top_schedules(study, config, top)) + 1) * seeds  # fails fast when there is nothing to confirm
-    ctx = reopen_study(study, config, fingerprint, trackers, fix="confirm where the study's corpus is")
-    n_workers = config.resources.workers
-    with driver_lock(config.storage):
-        _join_ray(address, config, progress)
-        done = budget(study.get_trials(deepcopy=False), config.seed).trained
-        progress.begin(study.study_name, done + planned, done)
-        try:
-            with sigterm_as_ctrl_c():
-                return run_confirmation(ctx, top, seeds, n_workers, progress)
-        except KeyboardInterrupt as interrupt:
-            raise StudyInterrupted(stored=True) from interrupt
-        finally:
-            progress.close()
+def confirm(ctx: StudyContext, top: int, seeds: int, address: str | None, progress: StudyProgress) -> list[ConfirmationRow]:
+    """`confirm` once the study is open (under the driver lock): re-train the `top` schedules and uniform on fresh
+    seeds (search.study.confirmation); returns the confirmation rows."""
+    planned = (len(top_schedules(ctx.study, ctx.config, top)) + 1) * seeds  # fails fast when there is nothing to confirm
+    _join_ray(address, ctx.config, progress)
+    done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed).trained
+    progress.begin(ctx.study.study_name, done + planned, done)
+    try:
+        return run_confirmation(ctx, top, seeds, ctx.config.resources.workers, progress)
+    finally:
+        progress.close()
 
 
 def _join_ray(address: str | None, config: StudyConfig, progress: StudyProgress) -> None:
