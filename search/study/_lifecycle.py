@@ -28,7 +28,7 @@ from search.analysis.sequential import plan_of
 from search.analysis.summary import ConfirmationRow, paired_baseline
 from search.attrs import ATTR_AUDIT, ATTR_CHECKPOINT, ATTR_PRIOR, PRIOR_RANK, ROLE_SEARCH, SCHEDULE, SEED, SOURCE, SOURCE_PRIOR
 from search.config import StudyConfig
-from search.errors import AuditError, PriorError
+from search.errors import AuditError, ConfigError, PriorError
 from search.runner.context import StudyContext
 from search.runner.progress import StudyProgress
 from search.storage import creation_lock, open_storage
@@ -126,6 +126,16 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
     policies = search_policies(config, ctx.family)
     full = first_stop(policies, done)
     if plan is None and (done.searched >= config.n_trials or full):
+        if prior is not None and done.searched >= config.n_trials:  # asked to seed, but no seeded schedule would train
+            more = (
+                f"{done.searched + len(prior.prior.schedules)} to train its {len(prior.prior.schedules)}"
+                if isinstance(prior, PriorFile)
+                else "above it"
+            )
+            raise ConfigError(
+                f"--prior: study {config.name!r} already has {done.searched}/{config.n_trials} trained trials, so none of the "
+                f"prior's schedules would train (fix: --n-trials {more})"
+            )
         why = f" ({full.text()})" if full and done.searched < config.n_trials else ""
         progress.note(f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run")
         return None

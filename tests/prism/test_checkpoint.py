@@ -31,7 +31,7 @@ def test_a_checkpoint_written_before_the_gelu_default_changed_loads_with_its_tan
     cfg = ModelConfig(n_layer=2, d_model=64, block_size=16, dh_min=16, dh_max=64, mlp="gelu")
     save_checkpoint(PrismLM(cfg, Schedule.uniform(1, 2)), tmp_path / "ckpt")
     meta = json.loads((tmp_path / "ckpt" / "config.json").read_text())
-    del meta["model"]["mlp"]  # as written until 2026-12-03, when "gelu" was the default
+    del meta["model"]["mlp"]  # as older checkpoints were written, when "gelu" was the default
     (tmp_path / "ckpt" / "config.json").write_text(json.dumps(meta))
     assert load_checkpoint(tmp_path / "ckpt")[0].cfg == cfg
 

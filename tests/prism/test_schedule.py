@@ -40,7 +40,7 @@ def test_bad_text_is_rejected(text):
 
 @pytest.mark.parametrize("text", ["1x1000000000", "1x99999999999999999999", "2x3,1x1000000000000", "1x5,2x" + "9" * 4000])
 def test_a_huge_layer_count_is_refused_before_it_is_expanded(text):
-    """Summed first (issue 25: `1x1000000000` grew to 24 GB, a 20-digit count was an OverflowError): instant, one message."""
+    """Summed first (`1x1000000000` grew to 24 GB, a 20-digit count was an OverflowError): instant, one message."""
     with pytest.raises(ScheduleError, match="n_layer=6"):
         Schedule.parse(text, n_layer=6)
     with pytest.raises(ScheduleError, match="at most 65536"):

@@ -1,4 +1,4 @@
-"""The adversarial matrix (issue 25): bad input through the real CLI, each case one line on stderr naming the field,
+"""The adversarial matrix: bad input through the real CLI, each case one line on stderr naming the field,
 exit code 2, before any compute, and nothing written (the working folder's files, a database included, untouched).
 
 Each block below is one family of cases; append a case to its block, or add a block with a heading. Every case must
@@ -86,7 +86,7 @@ def run_case(case: Case, folder: Path, monkeypatch, capsys) -> None:
     assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before_mtimes, "a refused command rewrote a file"
 
 
-# --- issue 25 items 1-5 and 11: bad numbers, schedules, output paths --------------------------------------------------
+# --- bad numbers, schedules, output paths --------------------------------------------------
 NUMBERS_AND_PATHS = [
     Case("seed-negative", ("run", "T"), ("seed",), edit=(("seed = 0", "seed = -1"),)),
     Case("seed-past-numpy", ("run", "T"), ("seed", "less than"), edit=(("seed = 0", "seed = 4294967296"),)),

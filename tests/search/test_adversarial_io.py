@@ -1,4 +1,4 @@
-"""Adversarial input and environment (issue 25 items 6-10, 12-16): odd URLs, names, markup, environment values,
+"""Adversarial input and environment: odd URLs, names, markup, environment values,
 TOML files and databases through the real CLI. Each case is a one-line error (exit 2) that writes nothing, or the
 correct behaviour.
 """

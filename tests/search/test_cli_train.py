@@ -48,7 +48,7 @@ def test_train_saves_reloads_and_analyzes(tmp_path):
 
 
 def test_train_save_on_a_full_disk_keeps_the_printed_result_and_exits_with_one_line(full_disk, tmp_path):
-    """Issue 25 item 3: the model could not be saved, so the run did not do what was asked; its result is still shown."""
+    """The model could not be saved, so the run did not do what was asked; its result is still shown."""
     target = full_disk / "model"
     proc = subprocess.run(
         [sys.executable, "-m", "search.cli", "train", "uniform", "--config", TINY, "--steps", "10", "--save", str(target), "--json"],

@@ -16,7 +16,7 @@ def test_tiny_config_loads_with_defaults(tiny_config):
 
 def test_a_config_stored_before_the_defaults_changed_keeps_what_it_trained():
     """New configs train nanoGPT's exact GELU with fused AdamW; a stored one that names neither (written before
-    the change of 2026-12-03) keeps GPT-2's tanh GELU and fused-on-CUDA-only AdamW, so its study resumes as it ran."""
+    the defaults changed) keeps GPT-2's tanh GELU and fused-on-CUDA-only AdamW, so its study resumes as it ran."""
     new, stored = parse_config({"name": "x"}), parse_config({"name": "x"}, stored=True)
     assert (new.model.mlp, new.train.fused_adamw) == ("gelu-exact", "always")
     assert (stored.model.mlp, stored.train.fused_adamw) == ("gelu", "cuda")

@@ -125,7 +125,7 @@ BOUNDED = [(path, is_float) for path, is_float, pair in NUMERIC if not pair]  # 
 
 @pytest.mark.parametrize("path, is_float", BOUNDED, ids=[p for p, _ in BOUNDED])
 def test_every_number_has_a_lower_and_an_upper_bound_and_a_value_past_it_is_refused(path, is_float):
-    """The bounds table is the field declarations themselves: each number is bounded both ways (issue 25: seed -1,
+    """The bounds table is the field declarations themselves: each number is bounded both ways (seed -1,
     baseline_seeds 1e23, lr 1e300, steps 1e23 were stored and then broke or never ended), and past the upper bound
     the error names the field and the bound before anything is written."""
     bounds = _bounds(path)
@@ -144,7 +144,7 @@ INTS = [path for path, is_float, pair in NUMERIC if not is_float]
 @pytest.mark.parametrize("path", INTS)
 @pytest.mark.parametrize("bad, fragment", [(3.0, "is not an integer"), (1e23, "is not an integer"), ("5", "is a string")])
 def test_an_integer_field_takes_only_an_integer(path, bad, fragment):
-    """`n_layer = 3.0`, `steps = 1e23` and `n_layer = "5"` were accepted as integers (issue 25 item 5)."""
+    """`n_layer = 3.0`, `steps = 1e23` and `n_layer = "5"` were accepted as integers."""
     with pytest.raises(ConfigError) as info:
         parse_config(_config_with(path, bad), "study.toml")
     assert str(info.value).startswith(f"study.toml: {path}: ") and fragment in str(info.value), info.value

@@ -1,4 +1,4 @@
-"""Output files (issue 25 item 11): every one written by `search.outputs.write_output`, a temporary file beside the
+"""Output files: every one written by `search.outputs.write_output`, a temporary file beside the
 target renamed over it, so a place that refuses the write, or a full disk, is one line and leaves the old file whole."""
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def test_study_config_corpus_errors_are_one_line(tmp_path):
 
 
 def test_a_full_disk_costs_the_checkpoint_never_the_result(tiny_config, tmp_path, monkeypatch):
-    """Issue 25 item 3. ENOSPC cannot be caused for real here (no small file system to fill): the weights' write
+    """ENOSPC cannot be caused for real here (no small file system to fill): the weights' write
     raises it after config.json is written, and the half-written folder must go, the result stay."""
 
     def full_disk(model, filename):

@@ -1,4 +1,4 @@
-"""Creating a database is atomic (issue 25 item 4): a driver killed half-way, a disk that fills, or a stock Optuna
+"""Creating a database is atomic: a driver killed half-way, a disk that fills, or a stock Optuna
 client creating the same schema at the same moment never leaves a database that is called damaged."""
 
 from __future__ import annotations

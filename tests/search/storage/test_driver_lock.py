@@ -1,4 +1,4 @@
-"""One driver at a time on a SQLite file (issue 12, item 8): SQLite has no row locks, so two drivers could both
+"""One driver at a time on a SQLite file: SQLite has no row locks, so two drivers could both
 claim one queued trial. A second driver is refused in one line naming the fix; a killed driver leaves no lock."""
 
 import os

@@ -207,7 +207,7 @@ def test_a_bad_storage_url_is_one_line_for_every_reading_command(monkeypatch, ca
 
 @pytest.fixture
 def read_only_layouts(tmp_path, good_db) -> Iterator[Path]:
-    """One study in three write-ahead-log layouts on a read-only file system (issue 25 item 10), each in its folder:
+    """One study in three write-ahead-log layouts on a read-only file system, each in its folder:
     `closed` (the log folded in, no -wal/-shm: how a finished study is archived), `open` (-wal and -shm as an open
     driver left them, the study only in the log) and `log only` (the -wal without its -shm)."""
     source = tmp_path / "source" / "s.db"

@@ -1,4 +1,4 @@
-"""Credentials are never stored and never shown (issue 12, item 3): a study keeps its config with the storage URL
+"""Credentials are never stored and never shown: a study keeps its config with the storage URL
 masked, every reader takes the real URL from --storage, and every printed URL is masked."""
 
 import json

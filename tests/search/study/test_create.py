@@ -1,4 +1,4 @@
-"""A stored study is read as stored: its config is not checked against the disk again (issue 13, item 4)."""
+"""A stored study is read as stored: its config is not checked against the disk again."""
 
 import json
 import subprocess
@@ -40,7 +40,7 @@ def test_a_study_whose_corpus_moved_still_reports_and_resume_names_the_missing_c
 
 
 def test_resume_and_run_queue_the_baseline_runs_a_killed_creation_never_queued_once(tiny_config):
-    """A driver killed between the baseline enqueues (issue 12, item 9): the study holds baseline seed 0 only.
+    """A driver killed between the baseline enqueues: the study holds baseline seed 0 only.
     `resume` queues the missing runs once; running it again, or reopening with `run`'s open_study, adds nothing."""
     import optuna
     from optuna.trial import TrialState, create_trial

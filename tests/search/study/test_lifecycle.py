@@ -56,3 +56,29 @@ def test_an_interrupt_after_the_study_is_open_says_resume_without_reading_the_da
     assert interrupted(study, stored=True).stored and reads == ["tiny"]  # resume and confirm: a stored study, not asked
     study._open = True  # as `run` marks it once the study is open
     assert interrupted(study, stored=None).stored and reads == ["tiny"]
+
+
+def test_a_prior_for_a_study_at_its_target_is_refused_naming_the_trials_that_would_train_it(tiny_config, study_toml, tmp_path, capsys):
+    """`run --prior` on a study that has its trained trials could queue the prior's schedules but never train them:
+    one line naming the --n-trials that would, exit 2, and nothing queued."""
+    import sys
+
+    from search.cli import main
+
+    config = tiny_config.model_copy(update={"n_trials": 2})
+    study = open_study(config, open_storage(config.storage), check_corpus(config)).study
+    for seed in (config.seed, config.seed + 1):  # the two baselines, finished without training
+        attrs = schedule_attrs(config.baseline, "baseline", seed) | {"tokens_per_s": 1000.0}
+        study.add_trial(optuna.trial.create_trial(params={"x": 1}, distributions={"x": IntDistribution(0, 2)}, value=2.0, user_attrs=attrs))
+    prior = tmp_path / "prior.json"
+    entries = [{"schedule": s, "rank": i + 1, "variant": "test", "distance": 0.0} for i, s in enumerate(["1x1,2x1,4x1", "1x2,4x1"])]
+    prior.write_text(json.dumps({"format": "prism-prior/1", "n_layer": 3, "schedules": entries}))
+    toml = study_toml(("n_trials = 5", "n_trials = 2"))
+    before = len(study.trials)
+    sys.argv = ["prism-search", "run", str(toml), "--storage", config.storage, "--prior", str(prior)]
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "already has 2/2 trained trials" in err and "--n-trials 4 to train its 2" in err
+    assert len(optuna.load_study(study_name="tiny", storage=config.storage).trials) == before  # nothing queued
