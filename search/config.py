@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import itertools
 import json
+import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -41,9 +42,21 @@ if TYPE_CHECKING:
     from prism import TrainResult  # loads torch: a config is read without it
 
 DEFAULT_STORAGE = "sqlite:///prism_search.db"
+STORAGE_ENV = "PRISM_SEARCH_STORAGE"  # the database every command and Study use when none is given (as MLFLOW_TRACKING_URI)
 MIN_LOOK = 3  # an experiment's first look: fewer pairs measure no noise (search.analysis.stats.MIN_PAIRS)
 MAX_SEEDS = 100  # baseline or confirmation seeds of one schedule; seeds stay below 2**32 past the study seed's offsets
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a single path component, never `.`, `..` or hidden
+
+
+def storage_or_default(given: str | None) -> str:
+    """The database a command uses: `given` (--storage, or the TOML's `storage`), else $PRISM_SEARCH_STORAGE, else
+    the SQLite file in the working directory."""
+    if given:
+        return given
+    env = os.environ.get(STORAGE_ENV)
+    if env is not None and not env.strip():
+        raise ConfigError(f"{STORAGE_ENV} is set but empty; name a database URL such as {DEFAULT_STORAGE}, or unset it")
+    return env or DEFAULT_STORAGE
 
 
 class _Section(BaseModel):

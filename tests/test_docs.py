@@ -121,3 +121,15 @@ def test_links_between_the_pages_lead_somewhere():
         for anchor in re.findall(r"\]\(#([^)]+)\)", text):
             headings = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
             assert anchor in headings, f"docs/{page} links to #{anchor}, no such heading"
+
+
+def test_the_python_trainer_api_in_own_model_md_is_what_the_code_takes(gen_docs):
+    """The reporter's methods and the request's fields, written from search.trainers: a renamed method or a new
+    field makes the page stale here, not wrong for a reader."""
+    page = (DOCS / "own-model.md").read_text(encoding="utf-8")
+    assert page == gen_docs["own_model_page"](), "docs/own-model.md " + FIX.format(page="trainer")
+    from search.trainers import Reporter, TrialRequest
+
+    assert all(f"`reporter.{method}(...)`" in page for method in Reporter.EVENTS)
+    assert all(callable(getattr(Reporter, method)) for method in Reporter.EVENTS)
+    assert all(f"`request.{name}`" in page for name in TrialRequest.__dataclass_fields__)

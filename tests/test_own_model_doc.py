@@ -42,3 +42,29 @@ def test_the_same_space_runs_in_ray_tune_through_optuna_search():
 
     schedule = Schedule.parse(_run(_snippet("OptunaSearch")).strip().splitlines()[-1])
     assert schedule.n_layer == 6 and schedule.is_monotone and set(schedule.heads) <= {1, 2, 4, 8}
+
+
+def test_the_python_trainer_written_from_the_docs_trains_and_reports(tmp_path):
+    """The page's complete function trainer, saved as its text says and run by the worker's python session as a
+    study's trial is: evaluations in step with the caller, then a finished result that passed the neutrality probe."""
+    from search.config import load_config, parse_config
+    from search.runner.messages import Evaluated, Finished
+    from search.runner.outside import PythonSession
+    from search.runner.worker import TrialSpec
+
+    (tmp_path / "my_trainer.py").write_text(_snippet("def train(request, reporter)"))
+    data = load_config(ROOT / "studies" / "tiny.toml").model_dump()
+    data["trainer"] = {"kind": "python", "function": "my_trainer:train", "path": [str(tmp_path)]}
+    data["train"] |= {"steps": 20, "eval_every": 10, "warmup_steps": 2}
+    config = parse_config(data, "test")
+    spec = TrialSpec.of(
+        config, "1x1,2x1,4x1", fingerprint="", number=0, seed=0, device="cpu", checkpoint_dir=None, keep_checkpoints="none", probe=True
+    )
+    session = PythonSession()
+    session.start(spec)
+    points = []
+    while isinstance(out := session.advance(), Evaluated):
+        points.append(out.point)
+    assert isinstance(out, Finished) and [p.step for p in points] == [10, 20]
+    assert out.result.final_val_loss == points[-1].val_loss < 5.5  # learned: below a uniform guess over 256 bytes (ln 256 = 5.55)
+    assert out.result.n_params > 0 and out.result.extra["throughput_ratio"] > 0

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
-from search.config import DEFAULT_STORAGE, MAX_SEEDS, load_config, resume_command
+from search.config import DEFAULT_STORAGE, MAX_SEEDS, STORAGE_ENV, load_config, resume_command, storage_or_default
 from search.errors import OutputError, PrismSearchError
 from search.outputs.jsonout import dumps as json_text
 from search.outputs.urls import mask_url
@@ -42,7 +42,10 @@ def _storage_given(url: str | None) -> str | None:
     return url
 
 
-StorageOpt = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: the study's, else {DEFAULT_STORAGE})")
+_STORAGE_HELP = f"SQLAlchemy URL (default: ${STORAGE_ENV}, else {DEFAULT_STORAGE})"
+StorageOpt = typer.Option(
+    None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: the study's, else ${STORAGE_ENV}, else {DEFAULT_STORAGE})"
+)
 WorkersOpt = typer.Option(None, "--workers", min=1, help="trials run at once (default: the study's resources.workers)")
 NTrialsOpt = typer.Option(None, "--n-trials", min=1, help="total trained trials the study should reach (served duplicates do not count)")
 TrackOpt = typer.Option(
@@ -258,7 +261,7 @@ def status(
     from search.study import Study
     from search.text import summary_json
 
-    url = storage or DEFAULT_STORAGE
+    url = storage_or_default(storage)
     studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
     found, unreadable = ([(studies[0], studies[0].summary())], {}) if name else summaries(studies)  # unreadable: named, not fatal
     if as_json:  # a named study: its one object; else a list of every study's, and each unreadable one's reason
@@ -514,14 +517,14 @@ def analyze(
     from prism import format_profile
     from search.study import ModelMetrics
 
-    metrics = ModelMetrics.of(path, storage or DEFAULT_STORAGE)
+    metrics = ModelMetrics.of(path, storage_or_default(storage))
     console.print(f"schedule {metrics.meta['schedule']} on {metrics.meta['data']['name']}", highlight=False)
     print(format_profile(metrics.layers))
 
 
 @app.command()
 def dashboard(
-    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=_STORAGE_HELP),
     host: str = typer.Option(
         "127.0.0.1", "--host", help="interface to bind; anything but localhost is readable by anyone who can reach it"
     ),
@@ -533,19 +536,19 @@ def dashboard(
     """Serve a live, read-only web dashboard of the studies in a storage."""
     from search.dashboard import serve
 
-    serve(storage or DEFAULT_STORAGE, host, port, stock=stock)
+    serve(storage_or_default(storage), host, port, stock=stock)
 
 
 @app.command()
 def report(
     name: str = typer.Argument(..., help="study name"),
     output: str = typer.Option("report.html", "-o", "--output", help="HTML file to write"),
-    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=f"SQLAlchemy URL (default: {DEFAULT_STORAGE})"),
+    storage: str | None = typer.Option(None, "--storage", callback=_storage_given, help=_STORAGE_HELP),
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
 
-    path = write_report(storage or DEFAULT_STORAGE, name, output)
+    path = write_report(storage_or_default(storage), name, output)
     console.print(
         f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed", soft_wrap=True, highlight=False
     )
@@ -563,7 +566,7 @@ def audit(
     """Per-layer geometry of a model on fixed probe texts, and its transition zones."""
     from search.priors import write_audit
 
-    profile, report = write_audit(source, storage or DEFAULT_STORAGE, output, html)
+    profile, report = write_audit(source, storage_or_default(storage), output, html)
     table = Table(title=f"transition zones of {source} ({profile.schedule})")
     for col in ("depth", "from layer", "span", "strength"):
         table.add_column(col)

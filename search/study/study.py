@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from search.config import DEFAULT_STORAGE, Flags, StudyConfig, check_in_effect, parse_config, read_toml
+from search.config import Flags, StudyConfig, check_in_effect, parse_config, read_toml, storage_or_default
 from search.errors import ConfigError, PrismSearchError
 from search.study.create import reopen_study
 
@@ -112,7 +112,7 @@ class Study:
         path = Path(config)
         raw = read_toml(path)
         name = raw.get("name")
-        url = storage or raw.get("storage") or DEFAULT_STORAGE
+        url = storage_or_default(storage or raw.get("storage"))
         if not isinstance(url, str):  # the parse would see the study's storage in its place: it names the field now
             parse_config(raw, str(path))
         # an unparsed config: its errors (a missing name too) come from the one parse, when the study is used
@@ -130,7 +130,7 @@ class Study:
             The study, opened when first used: `Study.load(...).resume(address=...)` checks the cluster address
             against the storage before reading it.
         """
-        return cls(name, storage or DEFAULT_STORAGE)
+        return cls(name, storage_or_default(storage))
 
     @classmethod
     def all(cls, storage: str | None = None) -> tuple[list[Study], list[str]]:
@@ -141,7 +141,7 @@ class Study:
         """
         from search.analysis import stored_studies
 
-        url = storage or DEFAULT_STORAGE
+        url = storage_or_default(storage)
         found, others = stored_studies(url)
         studies = []
         for stored in found:

@@ -70,22 +70,22 @@ class TrialRequest:
     """What one trial asks of an outside trainer; a `python` trainer gets it as is, a `command` trainer's argv
     template takes its fields as placeholders ({schedule}, {heads}, {seed}, ...)."""
 
-    study: str
-    trial: int | None  # None: the neutrality probe, which belongs to no trial
-    schedule: str  # HEADSxLAYERS, e.g. 2x1,4x2
-    heads: tuple[int, ...]  # one head count per layer
-    seed: int
-    steps: int
-    tokens: int  # steps x batch_size x block_size: the training tokens the study's [train] and [model] sections mean
-    eval_every: int
-    trial_dir: str  # this trial's own folder (created): the report file, logs, whatever the trainer saves
-    device: str  # cpu or cuda: what the worker was given (Ray sets CUDA_VISIBLE_DEVICES)
-    corpus: str  # the built-in corpus's file, or the study's data.corpus as configured
-    d_model: int
-    n_layer: int
-    block_size: int
-    batch_size: int
-    options: dict[str, Any] = field(default_factory=dict)  # [trainer] options: anything else the trainer reads
+    study: str = field(metadata={"doc": "the study's name"})
+    trial: int | None = field(metadata={"doc": "the trial's number; None for the neutrality probe, which belongs to no trial"})
+    schedule: str = field(metadata={"doc": "the schedule as HEADSxLAYERS runs, e.g. `2x1,4x2`"})
+    heads: tuple[int, ...] = field(metadata={"doc": "one head count per layer, e.g. `(2, 4, 4)`"})
+    seed: int = field(metadata={"doc": "seed the initial weights, the data order and the validation batches from it"})
+    steps: int = field(metadata={"doc": "optimizer steps to train (`[train] steps`)"})
+    tokens: int = field(metadata={"doc": "training tokens: steps x batch_size x block_size"})
+    eval_every: int = field(metadata={"doc": "steps between evaluations (`[train] eval_every`)"})
+    trial_dir: str = field(metadata={"doc": "this trial's own folder (created): the report file, logs, whatever the trainer saves"})
+    device: str = field(metadata={"doc": "`cpu` or `cuda`: what the worker was given (Ray sets CUDA_VISIBLE_DEVICES)"})
+    corpus: str = field(metadata={"doc": "the built-in corpus's file, or the study's `data.corpus` as configured"})
+    d_model: int = field(metadata={"doc": "`[model] d_model`"})
+    n_layer: int = field(metadata={"doc": "`[model] n_layer`: the length of `heads`"})
+    block_size: int = field(metadata={"doc": "`[model] block_size`: tokens per training sequence"})
+    batch_size: int = field(metadata={"doc": "`[train] batch_size`: sequences per step"})
+    options: dict[str, Any] = field(default_factory=dict, metadata={"doc": "`[trainer] options`: anything else the trainer reads"})
 
     @property
     def report_path(self) -> str:

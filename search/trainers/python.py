@@ -24,7 +24,7 @@ import queue
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -93,7 +93,10 @@ def load_function(function: str, path: list[str]):
 
 
 class Reporter:
-    """What the user's function reports through; each call is one protocol event."""
+    """What the user's function reports through; each call is one protocol event, its keyword arguments the event's
+    fields (protocol.schema.json)."""
+
+    EVENTS: ClassVar[dict[str, str]] = {"start": "start", "evaluated": "eval", "end": "end"}  # method -> its protocol event
 
     def __init__(self, where: str):
         self._where, self._count = where, 0
@@ -106,6 +109,7 @@ class Reporter:
         self._events.put(check_event(event, f"{self._where} report {self._count}"))
 
     def start(self, **fields: Any) -> None:
+        """Once the model is built: its parameter count (the neutrality check compares it with uniform's)."""
         self._put({"event": "start", **fields})
 
     def evaluated(self, **fields: Any) -> None:
@@ -116,4 +120,5 @@ class Reporter:
             raise TrialStopped
 
     def end(self, **fields: Any) -> None:
+        """When training is done: the final val loss (the objective) and the trainer's own tokens/s."""
         self._put({"event": "end", **fields})
