@@ -153,11 +153,6 @@ _TRAIN_FIELDS = {
 
 # the study's top-level seed and its resources set TrainConfig's seed and device
 class TrainSection(_section_of(TrainConfig, _TRAIN_FIELDS, exclude=("seed", "device"))):  # type: ignore[misc]
-    @model_validator(mode="after")
-    def _consistent(self) -> TrainSection:
-        self.to_train_config(seed=0)  # TrainConfig's own cross-field checks (warmup below steps)
-        return self
-
     def to_train_config(self, seed: int, device: str = "cpu") -> TrainConfig:
         return TrainConfig(**self.model_dump(), seed=seed, device=device)
 
@@ -405,6 +400,11 @@ class StudyConfig(_Section):
             raise ValueError(f"space.family={self.space.family!r}: {e}") from None
         if refused := self.trainer.refuses(family.name):
             raise ValueError(f"trainer: {refused}")
+        if self.trainer.kind == "prism":  # prism's own loop reads all of [train]; an own trainer only steps, eval_every, batch_size
+            try:
+                self.train.to_train_config(seed=0)  # TrainConfig's own cross-field checks (warmup below steps)
+            except ValueError as e:
+                raise ValueError(f"train.{e}") from None
         if self.search.sampler == "grid" and family.size() > GRID_LIMIT:
             raise ValueError(
                 f"search.sampler='grid' cannot enumerate the {family.size():,} schedules of the {family.name!r} space "

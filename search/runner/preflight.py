@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,6 +39,8 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
         from search.storage import check_lasting  # storage owns what a valid URL is
 
         check_lasting(config.storage)  # the trackers are checked as they are made, right after this, before any write
+        if config.trainer.kind == "python":
+            check_importable(config.trainer.function, config.trainer.path)
         if config.keep_checkpoints != "none":  # else the folder is never made: a study resumed elsewhere needs none
             check_folder(config.checkpoint_dir, "checkpoint_dir")
         if address is None:
@@ -50,6 +54,28 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
             at_once = min(n, max(1, int(1 / gpus))) if gpus else n  # fractional GPUs: that many trials share one
             check_memory(config, study_device, at_once, source="resources.gpus_per_trial" if gpus else "resources.workers")
     return check_corpus(config)  # last: loading a corpus (or training its BPE) is the slow check
+
+
+IMPORT_TIMEOUT_S = 300  # a module importing torch and CUDA on a cold disk can take a minute
+
+
+def check_importable(function: str, path: list[str]) -> None:
+    """A python trainer's module imports, tried in a child process as a worker would import it (`path` first on
+    sys.path): a missing dependency is one line here, not a failed trial on every worker. A child, so whatever the
+    module does on import (load torch, start threads) stays out of the driver."""
+    module = function.split(":")[0]
+    code = "import importlib, sys; sys.path[:0] = sys.argv[2:]; importlib.import_module(sys.argv[1])"
+    try:
+        done = subprocess.run([sys.executable, "-c", code, module, *path], capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        took = f"importing {module!r} took over {IMPORT_TIMEOUT_S} s"
+        raise ConfigError(f"trainer.function {function!r}: {took} (fix: keep work out of the module's top level)") from None
+    if done.returncode != 0:
+        lines = [line.strip() for line in done.stderr.strip().splitlines() if line.strip() and not set(line.strip()) <= set("^~ ")]
+        raise ConfigError(
+            f"trainer.function {function!r}: importing {module!r} failed: {lines[-1] if lines else f'exit {done.returncode}'} "
+            "(fix: install what it imports in this Python, or add its folder to trainer.path)"
+        )
 
 
 def check_corpus(config: StudyConfig) -> str:

@@ -63,3 +63,39 @@ def test_python_trainer_module_is_found_without_importing_it(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["train_gpt:run", "[]", "True"], done.stdout + done.stderr
+
+
+def test_a_python_trainer_whose_module_fails_on_import_is_refused_before_anything_is_stored(tmp_path, monkeypatch, capsys):
+    """A module found on the path but failing when imported (a dependency missing on this machine) passed the section
+    check, then failed every trial on the workers: it is imported in a child process first, one line, exit 2."""
+    import sys
+
+    from search.cli import main
+
+    (tmp_path / "needs_more.py").write_text("import a_package_nobody_installed\n\ndef run(request, reporter):\n    pass\n")
+    text = (EXAMPLE / "study.toml").read_text().partition("[trainer]")[0]
+    toml = tmp_path / "study.toml"
+    toml.write_text(text + f'[trainer]\nkind = "python"\nfunction = "needs_more:run"\npath = ["{tmp_path}"]\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["prism-search", "run", str(toml), "--storage", f"sqlite:///{tmp_path / 'own.db'}"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "importing 'needs_more' failed: ModuleNotFoundError: No module named 'a_package_nobody_installed'" in err
+    assert "fix: install what it imports" in err and not (tmp_path / "own.db").exists()
+    assert "ray" not in sys.modules or not __import__("ray").is_initialized()
+
+
+def test_train_fields_an_own_trainer_never_receives_are_not_checked_against_it(tmp_path):
+    """`warmup_steps` is prism's own loop's: an own trainer gets steps, eval_every and batch_size only, so a warmup
+    as long as its steps is no mistake of its config. Prism's own loop still refuses it."""
+    text = (EXAMPLE / "study.toml").read_text()
+    steps = int(text.partition("steps = ")[2].split()[0])
+    head, _, trainer = text.partition("[trainer]")
+    head = head.replace("warmup_steps = 0\n", f"warmup_steps = {steps}\n", 1)
+    (tmp_path / "own.toml").write_text(head + "[trainer]" + trainer)
+    assert load_config(tmp_path / "own.toml").train.warmup_steps == steps
+    (tmp_path / "prism.toml").write_text(head)
+    with pytest.raises(ConfigError, match=f"train.warmup_steps={steps} must be below steps={steps}"):
+        load_config(tmp_path / "prism.toml")
