@@ -21,6 +21,9 @@ CURVE = "curve"  # [[training tokens, val loss], ...]
 ATTEMPT = "attempt"  # how often a lost trial was queued again
 RETRY_OF = "retry_of"  # the number of the failed trial this one runs again
 ERROR = "error"  # why a trial failed
+# True: the trial failed by its trainer's own error (it raised, exited non-zero, diverged), not a time-out, a kill or a
+# lost worker; its schedule is not trained again in the study (search.runner.cache.failed_before)
+FAILED_ITSELF = "failed_itself"
 WORKER = "worker"  # {"host", "pid", "device", "kernels"} of the worker that trained it
 PRUNED_AT_TOKENS = "pruned_at_tokens"
 PRUNED_AT_RUNG = "pruned_at_rung"  # the rung a multi-objective trial was stopped at (search.study.pruning)

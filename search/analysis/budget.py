@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import DUPLICATE_ATTR, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
+from search.attrs import DUPLICATE_ATTR, FAILED_ITSELF, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 
 _TRAINING = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
 
@@ -26,6 +26,7 @@ class Budget:
     streak: int  # served duplicates (finished or waiting) since the last trial that trained, by trial number
     schedules: frozenset[str]  # distinct schedules trained or training at the search seed
     confirmation: int = 0  # of `trained`, the confirmation runs
+    failed: frozenset[str] = frozenset()  # schedules that failed by their own error: never trained again
 
     @property
     def searched(self) -> int:
@@ -38,12 +39,18 @@ def is_served(trial: FrozenTrial) -> bool:
 
 
 def budget(trials: Iterable[FrozenTrial], search_seed: int) -> Budget:
-    """One pass over a study's trials (any states; FAIL ones count nowhere)."""
+    """One pass over a study's trials (any states; a FAIL one counts only as a served proposal or a failed schedule)."""
     trained = running = served = waiting = streak = confirmation = 0
     schedules = set()
+    failed = set()
     for t in sorted(trials, key=lambda t: t.number):
         if t.state == TrialState.WAITING:
             waiting += 1
+        if t.state == TrialState.FAIL and SCHEDULE in t.user_attrs:
+            if is_served(t):
+                streak += 1  # a proposal the study answered without training: it bought nothing
+            elif t.user_attrs.get(FAILED_ITSELF):
+                failed.add(t.user_attrs[SCHEDULE])
         if t.state not in _TRAINING:
             continue
         if is_served(t):
@@ -58,4 +65,4 @@ def budget(trials: Iterable[FrozenTrial], search_seed: int) -> Budget:
             confirmation += t.user_attrs.get(ROLE) == ROLE_CONFIRM
         if t.user_attrs.get(SEED) == search_seed and SCHEDULE in t.user_attrs:
             schedules.add(t.user_attrs[SCHEDULE])
-    return Budget(trained, running, served, waiting, streak, frozenset(schedules), confirmation)
+    return Budget(trained, running, served, waiting, streak, frozenset(schedules), confirmation, frozenset(failed))

@@ -10,6 +10,10 @@ another trial holds the schedule (`holder`: the original's retry, typically). A 
 interrupted is queued again on the same terms. Queued next to a holder, a copy could only be served again, and a
 study at its target would never take it from the queue.
 A served trial is told to the sampler, so it learns, but does not count toward n_trials (search.analysis.budget).
+
+A schedule whose trial failed by its own error (FAILED_ITSELF: its trainer raised, exited non-zero or diverged) would
+only fail again: proposed again, at any seed, it is served as a failure without training (`failed_before`), and
+counts toward neither n_trials nor max_failed_trials.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import optuna
 import ray
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import DUPLICATE_ATTR, ERROR, REFERENCE, RETRY_OF, ROLE, SCHEDULE, SEED, WORKER
+from search.attrs import DUPLICATE_ATTR, ERROR, FAILED_ITSELF, REFERENCE, RETRY_OF, ROLE, SCHEDULE, SEED, WORKER
 from search.runner.messages import Wait
 from search.storage import trial_id
 
@@ -67,6 +71,14 @@ def find_original(study: optuna.Study, schedule: str, seed: int, number: int) ->
     matches = _runs_of(study, schedule, seed, number, _USABLE)
     finished = [t for t in matches if t.state != TrialState.RUNNING]
     return next(iter(finished or matches), None)
+
+
+def failed_before(study: optuna.Study, schedule: str, number: int) -> FrozenTrial | None:
+    """The first trial other than `number` that trained `schedule` (at any seed) and failed by its own error."""
+    failed = study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+    return next(
+        (t for t in failed if t.number != number and t.user_attrs.get(FAILED_ITSELF) and t.user_attrs.get(SCHEDULE) == schedule), None
+    )
 
 
 def holder(study: optuna.Study, trial: FrozenTrial | optuna.Trial) -> FrozenTrial | None:

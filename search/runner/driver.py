@@ -30,6 +30,7 @@ from search.attrs import (
     ATTR_CHECKPOINT_ERROR,
     DUPLICATE_ATTR,
     ERROR,
+    FAILED_ITSELF,
     PRUNED_AT_TOKENS,
     RETRY_OF,
     ROLE,
@@ -53,6 +54,7 @@ from search.runner.worker import TrialSession, TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs, study_uid
+from search.trainers import TrainerTimeout
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
 DB_ERRORS = (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
@@ -272,6 +274,9 @@ class Driver:
         schedule = self._db(trial_schedule, trial, self.family)
         for key, value in schedule_attrs(schedule, role, seed).items():
             self._db(trial.set_user_attr, key, value)
+        if role == ROLE_SEARCH and (failed := self._db(cache.failed_before, self.study, str(schedule), trial.number)) is not None:
+            self._serve_failure(trial, schedule, role, seed, failed, worker)
+            return "served"
         if self._serve_duplicate(trial, schedule, role, seed, worker):
             return "served"
         job = _InFlight(trial, schedule, role, worker)
@@ -322,6 +327,8 @@ class Driver:
             return
         cause = e.cause if getattr(e, "cause", None) is not None else e
         self.idle.append(job.worker)
+        if not isinstance(cause, TrainerTimeout):  # a time-out may pass on a quieter machine; any other error repeats
+            self._db(job.trial.set_user_attr, FAILED_ITSELF, True)
         self._fail(job.trial, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
 
     def _record(self, job: _InFlight, result: TrainResult) -> None:
@@ -395,6 +402,20 @@ class Driver:
             self.progress.started_trial(trial.number, f"{schedule} (= trial {original.number})", role, seed, served=True)
         self._await_original(job, cache.Wait(trial_id(original)))
         return True
+
+    def _serve_failure(
+        self, trial: optuna.Trial, schedule: Schedule, role: str, seed: int, failed: optuna.trial.FrozenTrial, worker
+    ) -> None:
+        """`trial` proposes a schedule that failed by its own error in trial `failed`: failed at once, untrained, and
+        counted toward neither n_trials nor max_failed_trials (search.runner.cache.failed_before)."""
+        self.idle.append(worker)
+        self._db(trial.set_user_attr, DUPLICATE_ATTR, failed.number)
+        reason = f"not trained: {schedule} failed in trial {failed.number}"
+        self._db(trial.set_user_attr, ERROR, reason)
+        self._db(self.study.tell, trial, state=TrialState.FAIL)
+        if self.progress:
+            self.progress.started_trial(trial.number, f"{schedule} (= trial {failed.number})", role, seed, served=True)
+            self.progress.finished(trial.number, "FAIL", None, reason)
 
     def _await_original(self, job: _InFlight, wait: cache.Wait) -> None:
         original = self._db(storage_of(self.study).get_trial, wait.original_id)

@@ -34,7 +34,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FixedTrial, FrozenTrial, TrialState
 
 from prism import Schedule
-from search.attrs import GRID_INDEX, SCHEDULE, SEED
+from search.attrs import FAILED_ITSELF, GRID_INDEX, SCHEDULE, SEED
 from search.config import StudyConfig
 from search.errors import GridExhausted
 from search.families import ScheduleFamily
@@ -98,12 +98,18 @@ def family_space(family: ScheduleFamily) -> dict[str, BaseDistribution]:
 
 
 def taken_schedules(study: optuna.Study, seed: int) -> set[str]:
-    """Schedules trained, training or queued at `seed`: proposing one again buys no new training run. Read from the
+    """Schedules trained, training or queued at `seed`, and those that failed by their own error at any seed:
+    proposing one again buys no new training run. Read from the
     whole study: under Hyperband a sampler is handed one bracket's view, and the other brackets' schedules are taken
     too (the quickstart served `1x1,2x3` twice with 8 of its 15 schedules trained)."""
     live = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
-    trials = whole_study(study).get_trials(deepcopy=False, states=live)
-    return {t.user_attrs[SCHEDULE] for t in trials if SCHEDULE in t.user_attrs and t.user_attrs.get(SEED) == seed}
+    trials = whole_study(study).get_trials(deepcopy=False, states=(*live, TrialState.FAIL))
+    return {
+        t.user_attrs[SCHEDULE]
+        for t in trials
+        if SCHEDULE in t.user_attrs
+        and ((t.state in live and t.user_attrs.get(SEED) == seed) or (t.state == TrialState.FAIL and t.user_attrs.get(FAILED_ITSELF)))
+    }
 
 
 class _Wrapper(optuna.samplers.BaseSampler):

@@ -3,7 +3,7 @@
 A sampler that keeps proposing trained schedules has exhausted the space (a small space is fully trained, or the
 sampler has converged). A served duplicate costs one sampler call, not a training run (search.analysis.budget),
 so the study stops only after `duplicate_cap(n_trials)` served duplicates in a row, or once every member of the
-family is trained at the search seed.
+family is trained at the search seed or failed by its own error.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def exhausted(done: Budget, family: ScheduleFamily, n_trials: int) -> Exhausted 
     """Why the sampler can give no new schedule, or None. Enqueued trials still run: they are not the sampler's."""
     if done.waiting:
         return None
-    members = sum(family.contains(Schedule.parse(s)) for s in done.schedules) if len(done.schedules) >= family.size() else 0
+    done_with = done.schedules | done.failed  # trained, or failed by their own error: neither is trained again
+    members = sum(family.contains(Schedule.parse(s)) for s in done_with) if len(done_with) >= family.size() else 0
     if members >= family.size():
         return Exhausted(members, family.name)
     if done.streak >= duplicate_cap(n_trials):
