@@ -402,6 +402,27 @@ def confirm(
 
 
 @app.command()
+def delete(
+    name: str = typer.Argument(..., help="study name"),
+    storage: str | None = StorageOpt,
+    yes: bool = typer.Option(False, "--yes", help="delete without asking (scripts)"),
+) -> None:
+    """Remove a study from its storage, with its folder of trial models and outputs; other studies stay."""
+    from search.study import Study
+
+    study = Study.load(name, storage=storage)
+    trials = len(study.optuna_study.get_trials(deepcopy=False))  # a missing study is its one-line error here, before asking
+    if not yes:
+        if not sys.stdin.isatty():
+            raise PrismSearchError(f"delete {name}: nobody to ask on standard input (fix: pass --yes to delete without asking)")
+        if not typer.confirm(f"delete study {name!r} ({trials} trials) from {mask_url(study.storage)} and its trial folder?"):
+            console.print("nothing deleted", highlight=False)
+            return
+    folder = study.delete()
+    console.print(f"deleted study {name!r} ({trials} trials)" + (f" and {folder}" if folder else ""), soft_wrap=True, highlight=False)
+
+
+@app.command()
 def best(
     name: str = typer.Argument(..., help="study name"),
     storage: str | None = StorageOpt,

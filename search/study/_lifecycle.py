@@ -96,7 +96,7 @@ def open_to_run(
     lock; takes the creation lock."""
     with creation_lock(config.storage):
         if resumed is None:
-            return open_study(config, open_storage(config.storage), fingerprint, trackers)
+            return open_study(config, open_storage(config.storage), fingerprint, trackers, note=progress.note)
         ctx = reopen_study(resumed, config, fingerprint, trackers, fix="start a new study")
         store_config(ctx.study, config)  # a new --n-trials target, stored as `run` stores it
         missing = enqueue_missing_baselines(ctx, retry_failed=retry_baselines)

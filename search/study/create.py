@@ -11,14 +11,15 @@ sampler draws from and its queue is made of is built here, once, and handed on w
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import TrialState
 
-from search.attrs import ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_STUDY_UID, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
+from search.attrs import ATTR_CHANGES, ATTR_CONFIG, ATTR_FINGERPRINT, ATTR_STUDY_UID, REFERENCE, ROLE_BASELINE, ROLE_REFERENCE
 from search.config import OBJECTIVES, StudyConfig, references_for
 from search.errors import PrismSearchError
 from search.outputs.urls import mask_url
@@ -32,18 +33,46 @@ if TYPE_CHECKING:
     from search.tracking import Tracker
 
 
+# how an outside trainer's trials are executed: a later `run` of the study may change these (a fixed command, a module
+# moved); what its trials measure may not change (search.trainers: its kind, schedules, tolerance, options)
+EXECUTION_FIELDS = ("argv", "cwd", "env", "time_limit_s", "grace_s", "function", "path")
+
+
 def _comparable(config: StudyConfig) -> dict:
-    """The parts of a config that must not change over a study's life (trial count, storage, workers, where
-    checkpoints go and which trackers log may)."""
-    return config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir", "tracking"})
+    """The parts of a config that identify the experiment and must not change over a study's life (trial count,
+    storage, workers, where checkpoints go, which trackers log and how the trainer is executed may)."""
+    data = config.model_dump(exclude={"n_trials", "storage", "resources", "keep_checkpoints", "checkpoint_dir", "tracking"})
+    data["trainer"] = {k: v for k, v in data["trainer"].items() if k not in EXECUTION_FIELDS}
+    return data
+
+
+def _differences(before: dict, after: dict, prefix: str = "") -> list[str]:
+    """The dotted names of the fields that differ between two config dumps."""
+    out = []
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}")
+    return out
+
+
+def execution_changes(previous: StudyConfig, config: StudyConfig) -> list[str]:
+    """How `config` executes the trainer differently from the stored `previous`: "trainer.argv", ..."""
+    return [f"trainer.{k}" for k in _differences(previous.trainer.model_dump(), config.trainer.model_dump()) if k in EXECUTION_FIELDS]
 
 
 def open_study(
-    config: StudyConfig, storage: optuna.storages.BaseStorage, fingerprint: str, trackers: Sequence[Tracker] = ()
+    config: StudyConfig,
+    storage: optuna.storages.BaseStorage,
+    fingerprint: str,
+    trackers: Sequence[Tracker] = (),
+    note: Callable[[str], None] = lambda text: None,
 ) -> StudyContext:
     """Create the study (`run`) or reopen it after checking nothing drifted, and queue the baseline and reference
     runs it lacks (callers hold the creation lock); returns its context. `trackers`: the command's
-    (search.tracking.make_trackers), made before anything is stored."""
+    (search.tracking.make_trackers), made before anything is stored; `note`: where a changed trainer is said."""
     family = config.family
     study = optuna.create_study(
         study_name=config.name,
@@ -55,13 +84,18 @@ def open_study(
     )
     if ATTR_CONFIG in study.user_attrs:
         previous = stored_config(study)
-        if _comparable(previous) != _comparable(config):
+        if differ := _differences(_comparable(previous), _comparable(config)):
             raise PrismSearchError(
-                f"study {config.name!r} exists with a different model/space/train/data/search config; "
-                f"use `prism-search resume {config.name}` or give the study a new name"
+                f"study {config.name!r} exists with another {', '.join(differ[:4])}{' ...' if len(differ) > 4 else ''}: what "
+                f"its trials measure cannot change; use `prism-search resume {config.name}`, give the study a new name, "
+                f"or `prism-search delete {config.name}` first"
             )
         check_same_corpus(study, fingerprint, fix="use a new study name")
-        store_config(study, config)  # n_trials and resources may change
+        if changed := execution_changes(previous, config):  # kept with the study: its trials ran one way, then another
+            log = json.loads(study.user_attrs.get(ATTR_CHANGES, "[]"))
+            study.set_user_attr(ATTR_CHANGES, json.dumps([*log, {"from_trial": len(study.trials), "fields": changed}]))
+            note(f"study {config.name}: the trainer now runs with a new {', '.join(changed)} from trial {len(study.trials)} on")
+        store_config(study, config)  # n_trials, resources and how the trainer is executed may change
     else:  # the config last: it marks the study created, so a driver killed before it leaves a study made anew
         study.set_user_attr(ATTR_FINGERPRINT, fingerprint)
         if ATTR_STUDY_UID not in study.user_attrs:  # kept by a study made anew: never two for one study

@@ -271,6 +271,42 @@ class Study:
 
         return self._interruptible(work, address, stored=True)
 
+    def delete(self) -> Path | None:
+        """Remove the study from its storage, and its folder (checkpoint_dir/NAME-UID: the trials' models, an outside
+        trainer's trial folders). Other studies in the storage are left as they are.
+
+        Returns:
+            The folder that was removed (None: the study had none).
+
+        Raises:
+            StorageError: a driver holds the SQLite file (it trains this study or another one there).
+            PrismSearchError: the study has trials a live driver is training (PostgreSQL); stop it first.
+        """
+        import shutil
+
+        import optuna
+
+        from search.attrs import ATTR_STUDY_UID
+        from search.runner.checkpoints import study_folder
+        from search.storage import driver_lock, stale_trial_ids, trial_id
+
+        with driver_lock(self.storage):
+            study = self.optuna_study
+            stale = set(stale_trial_ids(study))
+            live = [t.number for t in study.get_trials(deepcopy=False) if t.state.name == "RUNNING" and trial_id(t) not in stale]
+            if live:
+                raise PrismSearchError(
+                    f"study {self.name!r} has trials a live driver is training ({', '.join(map(str, live))}); "
+                    "fix: stop its run (Ctrl-C, or `ray job stop`), then delete it"
+                )
+            folder = study_folder(self.config, study.user_attrs.get(ATTR_STUDY_UID))
+            optuna.delete_study(study_name=self.name, storage=self.storage)
+        self._optuna, self._summary = None, None
+        if not folder.is_dir():
+            return None
+        shutil.rmtree(folder)
+        return folder
+
     def _edge(self, config: StudyConfig, address: str | None, *, keep_checkpoints: bool = False) -> tuple[str, tuple[Tracker, ...]]:
         """What a command that trains checks once, before anything is stored: the corpus and this machine (the
         corpus's fingerprint) and the trackers. `keep_checkpoints`: the baselines of `--prior auto` keep theirs."""

@@ -150,3 +150,34 @@ def test_a_failed_served_copy_of_the_baseline_is_queued_again_while_its_schedule
     result = runner.invoke(app, ["resume", "tiny", "--storage", config.storage])
     assert result.exit_code == 0 and "failed for good" not in result.output, result.output
     assert ("baseline", str(config.baseline), 0) in _waiting(config)
+
+
+def test_how_trials_are_executed_may_change_what_they_measure_may_not(tiny_config, tmp_path):
+    """A study whose trainer's function was broken is run again with the fixed one under its name: allowed, said,
+    and kept with the study. A change to what its trials measure is refused naming the fields."""
+    import json
+
+    import pytest
+
+    from search.config import parse_config
+    from search.errors import PrismSearchError
+    from search.runner.preflight import check_corpus
+    from search.storage import open_storage
+
+    (tmp_path / "mine.py").write_text("def broken(request, reporter):\n    pass\n\ndef fixed(request, reporter):\n    pass\n")
+
+    def config_with(function: str, **train) -> object:
+        data = tiny_config.model_dump()
+        data["trainer"] = {"kind": "python", "function": f"mine:{function}", "path": [str(tmp_path)], "time_limit_s": 60.0}
+        data["train"] |= train
+        return parse_config(data, "test")
+
+    first = config_with("broken")
+    open_study(first, open_storage(first.storage), check_corpus(first))
+    said = []
+    ctx = open_study(config_with("fixed"), open_storage(first.storage), check_corpus(first), note=said.append)
+    assert said == ["study tiny: the trainer now runs with a new trainer.function from trial 2 on"]
+    assert json.loads(ctx.study.user_attrs["prism.changes"]) == [{"from_trial": 2, "fields": ["trainer.function"]}]
+    assert ctx.config.trainer.function == "mine:fixed"
+    with pytest.raises(PrismSearchError, match=r"exists with another train\.steps: what its trials measure cannot change"):
+        open_study(config_with("fixed", steps=61), open_storage(first.storage), check_corpus(first))
