@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below imports each name on first use
+    from search.analysis.rows import TrialRow
     from search.analysis.summary import ConfirmationRow, Summary
     from search.analysis.verdict import Verdict
     from search.config import StudyConfig, load_config
@@ -21,10 +22,11 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from search.runner.progress import LogProgress, StudyProgress
     from search.study._lifecycle import StudyInterrupted
     from search.study.policy import Standing
-    from search.study.study import Study, TrialRow
+    from search.study.study import Study
 
 _EXPORTS = {
-    "search.study.study": ("Study", "TrialRow"),
+    "search.study.study": ("Study",),
+    "search.analysis.rows": ("TrialRow",),
     "search.study._lifecycle": ("StudyInterrupted",),
     "search.study.policy": ("Standing",),
     "search.runner.progress": ("LogProgress", "StudyProgress"),

@@ -153,7 +153,7 @@ def test_every_readme_command_runs_as_shown_after_the_quickstart(tmp_path):
     (example,) = python_examples()  # the Python quickstart, on the study the commands above trained and confirmed
     proc = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    verdict, best, rows, number = proc.stdout.splitlines()
+    verdict, best, rows, optuna_line = proc.stdout.splitlines()
     assert verdict == json.loads(outputs["status quickstart --json"])["verdict"]["text"]
     assert best.startswith("best: ") and " finished trials" in best
-    assert rows.startswith("[('") and number.isdigit()
+    assert rows.startswith("[('") and optuna_line.split()[0].isdigit() and "plain Optuna study" in optuna_line

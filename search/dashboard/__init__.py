@@ -2,13 +2,12 @@
 
 from search.dashboard.app import Dashboard, DashboardError, bind_warning, make_server_for, open_readonly, serve
 from search.dashboard.report import write_report
-from search.dashboard.views import StudyView, TrialRow, layer_importance, study_view
+from search.dashboard.views import StudyView, layer_importance, study_view
 
 __all__ = [
     "Dashboard",
     "DashboardError",
     "StudyView",
-    "TrialRow",
     "bind_warning",
     "layer_importance",
     "make_server_for",

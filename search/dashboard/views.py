@@ -16,57 +16,23 @@ import json
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from functools import lru_cache
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
-from prism import Schedule, ScheduleError
+from search.analysis.rows import TrialRow
 from search.analysis.summary import Summary, is_paired_baseline, summarize
 from search.attrs import (
     ATTR_AUDIT,
-    CURVE,
-    ERROR,
-    HEADS_PREFIX,
-    PRUNED_AT_TOKENS,
-    ROLE,
     ROLE_CONFIRM,
-    ROLE_SEARCH,
-    SCHEDULE,
-    SEED,
-    THROUGHPUT_RATIO,
-    TOKENS_PER_S,
-    WORKER,
 )
 from search.config import StudyConfig
 from search.errors import ConfigError, PrismSearchError
 from search.storage import scratch_study, trial_id
 from search.storage.records import readable, stored_config
 from search.study import Standing
-
-
-@dataclass(frozen=True)
-class TrialRow:
-    number: int
-    state: str  # COMPLETE | PRUNED | FAIL | RUNNING | WAITING
-    val_loss: float | None  # the objective for COMPLETE trials, the last reported value otherwise
-    tokens_per_s: float | None
-    schedule: str | None
-    heads: tuple[int, ...] | None
-    role: str
-    seed: int | None
-    curve: tuple[tuple[float, float], ...]  # (training tokens, val loss)
-    pruned_at: int | None
-    worker: str | None
-    start: datetime | None
-    complete: datetime | None
-    error: str | None
-    audit: list[dict] | None = None
-    params: dict = field(default_factory=dict)
-    attrs: dict = field(default_factory=dict)
-    throughput: float | None = None  # tokens/s over uniform's, paired (the `throughput` objective)
 
 
 def loss_key(row: TrialRow) -> float:
@@ -161,75 +127,6 @@ def stamp(trials: list[FrozenTrial]) -> str:
     return h.hexdigest()
 
 
-def _index(names: list[str], name: str, default: int | None) -> int | None:
-    return names.index(name) if name in names else default
-
-
-def _heads(attrs: dict) -> tuple[int, ...] | None:
-    layer_keys = sorted(k for k in attrs if k.startswith(HEADS_PREFIX) and k[len(HEADS_PREFIX) :].isdigit())
-    if layer_keys:
-        return tuple(int(attrs[k]) for k in layer_keys)
-    try:
-        return Schedule.parse(attrs[SCHEDULE]).heads if SCHEDULE in attrs else None
-    except ScheduleError:
-        return None
-
-
-def _audit(attrs: dict, study_audit: dict | None = None) -> list[dict] | None:
-    """A trial's own audit, else the study's when `prism-search run --prior auto` audited this very trial
-    (its profile is stored on the study, JSON, with `source` = "STUDY:TRIAL" and per-layer rows per probe set)."""
-    audit = attrs.get(ATTR_AUDIT, study_audit)
-    if isinstance(audit, str):
-        audit = json.loads(audit)
-    if isinstance(audit, dict):
-        audit = audit.get("layers")
-        if isinstance(audit, dict):  # rows per probe set: the first set is the corpus windows
-            audit = next(iter(audit.values()), None)
-    return audit if isinstance(audit, list) and audit and all(isinstance(a, dict) for a in audit) else None
-
-
-def _finite(x) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
-
-
-def to_row(t: FrozenTrial, metric_names: list[str], study_audit: dict | None = None) -> TrialRow:
-    attrs = t.user_attrs
-    loss_i = _index(metric_names, "val_loss", 0)
-    tps_i = _index(metric_names, "tokens_per_s", None)
-    ratio_i = _index(metric_names, "throughput", None)
-    curve = tuple(sorted((float(k), float(v)) for k, v in t.intermediate_values.items()))
-    if not curve and attrs.get(CURVE):
-        curve = tuple((float(a), float(b)) for a, b in attrs[CURVE])
-    if t.values is not None and t.state == TrialState.COMPLETE:
-        val_loss = _finite(t.values[loss_i])
-        tps = _finite(t.values[tps_i]) if tps_i is not None else _finite(attrs.get(TOKENS_PER_S))
-        ratio = _finite(t.values[ratio_i]) if ratio_i is not None else _finite(attrs.get(THROUGHPUT_RATIO))
-    else:
-        val_loss = curve[-1][1] if curve else None
-        tps, ratio = _finite(attrs.get(TOKENS_PER_S)), _finite(attrs.get(THROUGHPUT_RATIO))
-    worker = attrs.get(WORKER)
-    return TrialRow(
-        number=t.number,
-        state=t.state.name,
-        val_loss=val_loss,
-        tokens_per_s=tps,
-        schedule=attrs.get(SCHEDULE),
-        heads=_heads(attrs),
-        role=attrs.get(ROLE, ROLE_SEARCH),
-        seed=attrs.get(SEED),
-        curve=curve,
-        pruned_at=attrs.get(PRUNED_AT_TOKENS),
-        worker=f"{worker.get('host', '?')}:{worker.get('pid', '?')} ({worker.get('device', '?')})" if isinstance(worker, dict) else None,
-        start=t.datetime_start,
-        complete=t.datetime_complete,
-        error=attrs.get(ERROR),
-        audit=_audit(attrs, study_audit),
-        params=dict(t.params),
-        attrs=attrs,
-        throughput=ratio,
-    )
-
-
 def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp: str | None = None) -> StudyView:
     """`row_cache` (kept by a long-lived caller) reuses the rows of finished trials, which never change: with
     Optuna's cached storage the same FrozenTrial object comes back on every refresh. `change_stamp`: the stamp the
@@ -247,7 +144,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         if hit is not None and hit[0] is t:
             rows.append(hit[1])
             continue
-        rows.append(to_row(t, names, study_audit if audited == f"{study.study_name}:{t.number}" else None))
+        rows.append(TrialRow.of(t, names, study_audit if audited == f"{study.study_name}:{t.number}" else None))
         if row_cache is not None and t.state.is_finished():
             row_cache[(study.study_name, trial_id(t))] = (t, rows[-1])
     config, config_error = None, None

@@ -13,7 +13,7 @@ from search.study.export import SCHEDULE_FORMATS
 from search.study.failures import DatabaseFailure
 from search.study.policy import Standing
 from search.study.single import ModelMetrics, SingleRun, TrainOverrides
-from search.study.study import Study, TrialRow
+from search.study.study import Study
 
 __all__ = [
     "SCHEDULE_FORMATS",
@@ -26,5 +26,4 @@ __all__ = [
     "StudyInterrupted",
     "StudyProgress",
     "TrainOverrides",
-    "TrialRow",
 ]

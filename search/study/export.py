@@ -7,52 +7,16 @@ import io
 
 import optuna
 
-from search.analysis.constraints import is_feasible
-from search.attrs import (
-    DUPLICATE_ATTR,
-    FLOPS_PER_TOKEN,
-    N_PARAMS,
-    PRUNED_AT_RUNG,
-    PRUNED_AT_TOKENS,
-    REFERENCE,
-    ROLE,
-    SCHEDULE,
-    SEED,
-    THROUGHPUT_RATIO,
-    TOKENS_PER_S,
-    heads_attr,
-)
+from search.analysis.rows import finished_rows
+from search.attrs import SCHEDULE
 from search.config import StudyConfig
 from search.errors import PrismSearchError
 from search.outputs import jsonout
-from search.storage.records import FINISHED, readable
-
-_ATTRS = (
-    ROLE,
-    SEED,
-    SCHEDULE,
-    TOKENS_PER_S,
-    THROUGHPUT_RATIO,
-    N_PARAMS,
-    FLOPS_PER_TOKEN,
-    PRUNED_AT_TOKENS,
-    PRUNED_AT_RUNG,
-    DUPLICATE_ATTR,
-    REFERENCE,
-)
 
 
 def rows(study: optuna.Study, config: StudyConfig) -> list[dict]:
-    """Every finished trial of `study` (whose config is `config`) as one flat row."""
-    out = []
-    for t in readable(study.get_trials(deepcopy=False, states=FINISHED))[0]:  # `status` names those left out
-        row = {"number": t.number, "state": t.state.name}
-        row |= dict(zip(config.search.objectives, t.values or [None] * len(config.search.objectives)))
-        row |= {key: t.user_attrs.get(key) for key in _ATTRS}
-        row["feasible"] = is_feasible(t)
-        row |= {f"layer_{i:02d}": t.user_attrs.get(heads_attr(i)) for i in range(config.model.n_layer)}
-        out.append(row)
-    return out
+    """Every finished trial of `study` (whose config is `config`) as one flat row (search.analysis.rows.TrialRow.columns)."""
+    return [row.columns(config.model.n_layer) for row in finished_rows(study, config)]
 
 
 # what makes a spreadsheet read a cell as a formula (OWASP's CSV injection guidance): a stored schedule, role or

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
 
     from prism import Schedule
     from search.analysis import Forecast, Summary
+    from search.analysis.rows import TrialRow
     from search.analysis.summary import ConfirmationRow
     from search.analysis.verdict import Verdict
     from search.runner.progress import StudyProgress
@@ -34,31 +34,6 @@ if TYPE_CHECKING:
     from search.tracking import Tracker
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class TrialRow:
-    """One finished trial as `Study.trials` and `export` list it.
-
-    Attributes:
-        number: the Optuna trial number.
-        state: COMPLETE, PRUNED or FAIL.
-        role: baseline, reference, search, confirm or race.
-        schedule: its head schedule (None for a trial that never got one).
-        seed: the seed of its initial weights, data order and validation batches.
-        values: each objective's final value (None where it has none: pruned or failed).
-        feasible: whether it meets search.min_throughput_ratio.
-        attrs: the rest of its exported columns (throughput, parameters, pruning rung, per-layer heads).
-    """
-
-    number: int
-    state: str
-    role: str | None
-    schedule: str | None
-    seed: int | None
-    values: dict[str, float | None]
-    feasible: bool
-    attrs: dict[str, object] = field(default_factory=dict)
 
 
 class Study:
@@ -395,24 +370,10 @@ class Study:
         return None if best is None else Schedule.parse(best)
 
     def trials(self) -> list[TrialRow]:
-        """Every finished trial, oldest first, as typed rows (`export` writes the same rows)."""
-        from search.study.export import rows
+        """Every finished trial, oldest first, as typed rows: the rows `export` writes and the dashboard shows."""
+        from search.analysis.rows import finished_rows
 
-        objectives = self.config.search.objectives
-        known = {"number", "state", "role", "schedule", "seed", "feasible", *objectives}
-        return [
-            TrialRow(
-                number=row["number"],
-                state=row["state"],
-                role=row["role"],
-                schedule=row["schedule"],
-                seed=row["seed"],
-                values={o: row[o] for o in objectives},
-                feasible=row["feasible"],
-                attrs={k: v for k, v in row.items() if k not in known},
-            )
-            for row in rows(self.optuna_study, self.config)
-        ]
+        return finished_rows(self.optuna_study, self.config)
 
     def export(self, fmt: str = "csv") -> str:
         """Every finished trial as `fmt` text: "csv" (one column per layer's head count) or "json"."""

@@ -72,3 +72,21 @@ def test_every_json_output_is_strict_json(infinite_study, tmp_path):
     assert isinstance(parsed["status --json"], list) and [s["name"] for s in parsed["status --json"]] == ["inf"]
     assert parsed["status NAME --json"] == parsed["status --json"][0]  # a named study: its one object
     assert parsed["train --json"]["steps"] == 4
+
+
+def test_one_row_type_for_study_trials_the_export_and_the_dashboard(tiny_config):
+    """`Study.trials()`, every export format and the dashboard read a trial through the one `TrialRow`: the export's
+    columns are the rows' own, and the dashboard shows the same rows."""
+    from search import Study, TrialRow
+    from search.dashboard import study_view
+
+    study = make_study(tiny_config, "rows")
+    add(study, UNIFORM, 0, 2.5, role="baseline")
+    add(study, "4x3", 0, 2.4)
+    rows = Study.load("rows", storage=tiny_config.storage).trials()
+    assert [type(r) for r in rows] == [TrialRow, TrialRow] and [r.schedule for r in rows] == [UNIFORM, "4x3"]
+    assert [r.values for r in rows] == [{"val_loss": 2.5}, {"val_loss": 2.4}] and all(r.feasible for r in rows)
+    config = stored_config(study)
+    assert [r.columns(config.model.n_layer) for r in rows] == json.loads(render(study, config, "json"))
+    shown = [r for r in study_view(study).rows if r.state == "COMPLETE"]
+    assert shown == rows
