@@ -1,11 +1,14 @@
 """Takes the dashboard screenshot the README and docs/concepts.md show (docs/img/dashboard.png).
 
-    .venv/bin/python scripts/screenshot.py [--out docs/img/dashboard.png] [--trials 30]
+    .venv/bin/python scripts/screenshot.py --storage sqlite:///prism_search.db   # the quickstart README command 1 ran
+    .venv/bin/python scripts/screenshot.py [--out docs/img/dashboard.png] [--trials 30]   # a synthetic study
 
-A quickstart-shaped study is built in a temporary SQLite file without training (`tests.search.synthetic`: the
-attrs the driver writes, learning curves, pruned and failed trials, a known loss law), the real dashboard serves
-it on a free loopback port, and Debian's /usr/bin/chromium (scripts/install_browser.sh), driven by Playwright,
-photographs the study page at 1200x900. Nothing is downloaded; the server and the browser stop when it is done.
+With `--storage`, the stored study `--study` (default: quickstart) is photographed as it is: the README's picture
+is of the quickstart a reader runs. Without it, a quickstart-shaped study is built in a temporary SQLite file
+without training (`tests.search.synthetic`: the attrs the driver writes, learning curves, pruned and failed trials,
+a known loss law). The real dashboard serves it on a free loopback port, and Debian's /usr/bin/chromium
+(scripts/install_browser.sh), driven by Playwright, photographs the study page at 1200x900. Nothing is downloaded;
+the server and the browser stop when it is done.
 """
 
 from __future__ import annotations
@@ -34,21 +37,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img" / "dashboard.png")
     parser.add_argument("--trials", type=int, default=30, help="finished trials of the synthetic study")
+    parser.add_argument("--storage", help="photograph a stored study instead of a synthetic one (SQLAlchemy URL)")
+    parser.add_argument("--study", default="quickstart", help="with --storage: the study's name")
     args = parser.parse_args()
     if not CHROMIUM.exists():
         sys.exit(f"error: {CHROMIUM} is missing (fix: bash scripts/install_browser.sh)")
-    config = load_config(ROOT / "studies" / "quickstart.toml").model_copy(update={"n_trials": args.trials})
-    with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'dashboard.db'}"
-        synthetic_study(config, url, args.trials, audit=True)
-        server = make_server_for(url, "127.0.0.1", 0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        try:
-            _photograph(f"http://127.0.0.1:{server.server_port}/study/{config.name}", args.out)
-        finally:
-            server.shutdown()
-            server.server_close()
+    if args.storage:
+        _serve_and_photograph(args.storage, args.study, args.out)
+    else:
+        config = load_config(ROOT / "studies" / "quickstart.toml").model_copy(update={"n_trials": args.trials})
+        with tempfile.TemporaryDirectory() as folder:
+            url = f"sqlite:///{Path(folder) / 'dashboard.db'}"
+            synthetic_study(config, url, args.trials, audit=True)
+            _serve_and_photograph(url, config.name, args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e3:.0f} kB)")
+
+
+def _serve_and_photograph(url: str, name: str, out: Path) -> None:
+    server = make_server_for(url, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        _photograph(f"http://127.0.0.1:{server.server_port}/study/{name}", out)
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _photograph(page_url: str, out: Path) -> None:
