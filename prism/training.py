@@ -58,7 +58,7 @@ class TrainResult:
     curve: list[EvalPoint]
     tokens_per_s: float
     n_params: int
-    flops_per_token: int
+    flops_per_token: int | None  # None: an outside trainer did not report it
     wall_time_s: float
     steps: int
     tokens: int

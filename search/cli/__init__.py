@@ -462,6 +462,10 @@ def export(
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json (hf and nanogpt with --schedule)")
     study = Study.load(name, storage=storage)
     text = study.export(fmt) if schedule is None else study.export_schedule(schedule, fmt)
+    if schedule is not None and schedule.isdigit():  # a schedule that never finished training is no measured choice
+        ended = next((row.state for row in study.trials() if row.number == int(schedule)), None)
+        if ended in ("PRUNED", "FAIL"):
+            err.print(f"warning: trial {schedule} ended {ended}: its schedule was not trained to the end", highlight=False)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -517,7 +521,7 @@ def train(
             ("tokens", r.tokens),
             ("tokens/s", f"{r.tokens_per_s:,.0f}"),
             ("params", f"{r.n_params:,}"),
-            ("FLOPs/token", f"{r.flops_per_token:,}"),
+            ("FLOPs/token", "unknown" if r.flops_per_token is None else f"{r.flops_per_token:,}"),
             ("wall time", f"{r.wall_time_s:.1f} s"),
             ("checkpoint", r.extra.get(ATTR_CHECKPOINT) or r.extra.get(ATTR_CHECKPOINT_ERROR, "-")),
         ):

@@ -74,7 +74,7 @@ def _curve(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and all(map(_number, p)) for p in value)
 
 
-_WORKER_KEYS = {"host": _text, "pid": _integer, "device": _text, "kernels": _text}
+_WORKER_KEYS = {"host": _text, "pid": _integer, "device": _text, "kernels": _text, "folder": _text, "call": _text}
 
 
 def _worker(value: object) -> bool:
@@ -100,7 +100,7 @@ TRIAL_ATTR_KINDS: dict[str, Kind] = {
     RETRY_OF: INTEGER,
     ERROR: TEXT,
     FAILED_ITSELF: ("true or false", lambda value: isinstance(value, bool)),
-    WORKER: ("a mapping of host, pid, device and kernels", _worker),
+    WORKER: ("a mapping of host, pid, device, kernels, and an outside trainer's folder and call", _worker),
     PRUNED_AT_TOKENS: INTEGER,
     PRUNED_AT_RUNG: INTEGER,
     SOURCE: TEXT,
@@ -157,7 +157,8 @@ def apply_constraint(trial: optuna.Trial, config: StudyConfig, ratio: float | No
 def result_attrs(result: TrainResult) -> dict:
     """How a result is stored on its trial: the same for every path that stores one."""
     curve = [[p.tokens, p.val_loss] for p in result.curve]
-    return {k: getattr(result, k) for k in RESULT_KEYS} | {CURVE: curve} | dict(result.extra)
+    known = {k: v for k in RESULT_KEYS if (v := getattr(result, k)) is not None}  # an unknown figure is left out, never 0
+    return known | {CURVE: curve} | dict(result.extra)
 
 
 def enqueue(study: optuna.Study, family: ScheduleFamily, schedule: Schedule, *, role: str, seed: int, **attrs) -> None:

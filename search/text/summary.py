@@ -81,8 +81,14 @@ def failed_text(s: Summary) -> str:
     )
 
 
+STATUS_ERROR_CHARS = 160  # a failed trial's error in `status`: its end, where the trainer's last line is
+
+
 def failed_trial_text(run: FailedRun) -> str:
-    return f"trial {run.number} {run.schedule} seed {run.seed}: {_error(run)}"
+    """One line: the error's end (the whole is on the dashboard's trial page and in the report)."""
+    error = _error(run)
+    short = error if len(error) <= STATUS_ERROR_CHARS else "…" + error[-(STATUS_ERROR_CHARS - 1) :]
+    return f"trial {run.number} {run.schedule} seed {run.seed}: {short}"
 
 
 def not_finite_text(rows: list[NotFinite]) -> str:

@@ -16,6 +16,8 @@ uses them.
 from __future__ import annotations
 
 import abc
+import dataclasses
+import json
 import math
 import os
 import shutil
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from search.trainers import NotNeutral, ProtocolError, TrainerError, TrialRequest
+
+CALL_FILE = "call.json"  # in each trial's folder: the command line or function call that ran it, and its request
 
 if TYPE_CHECKING:
     from search.runner.messages import Evaluated, Finished, Started
@@ -77,12 +81,19 @@ class OutsideSession(abc.ABC):
     def _launch(self, request: TrialRequest, settings: Any) -> Events:
         """Start the trainer on `request`."""
 
+    @abc.abstractmethod
+    def _call(self, request: TrialRequest, settings: Any) -> str:
+        """What runs the trainer on `request`, as a person would type it: kept in the trial's folder and shown."""
+
     def start(self, spec: TrialSpec) -> Started:
         from search.runner.messages import Started
 
         self._close(finished=False)  # a trial the driver gave up on (its error, an interrupt) leaves nothing running
         reference = self._reference(spec) if spec.baseline is not None else None
         request = _request(spec, spec.schedule, spec.train.steps, trial_dir=spec.trial_dir or _scratch_dir(spec, "trial"))
+        call = self._call(request, spec.trainer)
+        record = {"call": call, "request": dataclasses.asdict(request)}  # what ran, beside its stdout.log and stderr.log
+        Path(request.trial_dir, CALL_FILE).write_text(json.dumps(record, indent=2) + "\n")
         events = self._launch(request, spec.trainer)
         try:
             start = _expect(events, "start", request.report_path)
@@ -93,6 +104,7 @@ class OutsideSession(abc.ABC):
             raise
         self.trial = _Trial(spec, events, start, time.perf_counter())
         where = {"host": socket.gethostname(), "pid": os.getpid(), "device": spec.train.device, "kernels": f"trainer {self.kind}"}
+        where |= {"folder": request.trial_dir, "call": call}
         return Started(where | ({"trainer_pid": events.pid} if events.pid is not None else {}))
 
     def advance(self) -> Evaluated | Finished:
@@ -174,7 +186,7 @@ class OutsideSession(abc.ABC):
             curve=list(points),
             tokens_per_s=end["tokens_per_s"] if end else 0.0,  # a stopped trainer never measured its speed
             n_params=trial.start["n_params"],
-            flops_per_token=int((end or trial.start).get("flops_per_token", trial.start.get("flops_per_token", 0))),
+            flops_per_token=_flops(end or trial.start, trial.start),
             wall_time_s=time.perf_counter() - trial.started,
             steps=end.get("steps", last_step) if end else last_step,
             tokens=end.get("tokens", last_tokens) if end else last_tokens,
@@ -183,11 +195,22 @@ class OutsideSession(abc.ABC):
         )
 
 
+def is_marker_line(line: str) -> bool:
+    """A traceback's caret line (`    ^^^^^`, `~~~^~~`): it points at the line above, and says nothing on one line."""
+    return bool(line.strip()) and set(line.strip()) <= set("^~")
+
+
 def _expect(events: Events, kind: str, where: str) -> dict:
     event = events.next_event()
     if event["event"] != kind:
         raise ProtocolError(f"{where}: the first line is {event['event']!r}; a trainer reports 'start' (with n_params) first")
     return event
+
+
+def _flops(event: dict, start: dict) -> int | None:
+    """The training FLOPs per token the trainer reported (its end line's, else its start line's); None: it did not."""
+    flops = event.get("flops_per_token", start.get("flops_per_token"))
+    return None if flops is None else int(flops)
 
 
 def _check_neutral(spec: TrialSpec, n_params: int, reference: _Reference) -> None:

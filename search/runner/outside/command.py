@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from search.runner.outside._base import Events, OutsideSession
+from search.runner.outside._base import Events, OutsideSession, is_marker_line
 from search.trainers import REPORT_ENV, CommandTrainer, ProtocolError, TrainerError, TrainerTimeout, TrialRequest, command_line, parse_event
 
 POLL_S = 0.05  # how often a waiting worker looks at the report file
@@ -29,6 +30,9 @@ class CommandSession(OutsideSession):
 
     def _launch(self, request: TrialRequest, settings: CommandTrainer) -> Events:
         return _Process(command_line(settings.argv, request), request, settings)
+
+    def _call(self, request: TrialRequest, settings: CommandTrainer) -> str:
+        return f"cd {shlex.quote(settings.cwd)} && {shlex.join(command_line(settings.argv, request))}"
 
 
 # the guard: ends the trainer's process group once the worker that started it is gone (its parent changes)
@@ -114,7 +118,8 @@ class _Process(Events):
     def _stderr_tail(self) -> str:
         """The last lines the trainer wrote to stderr, on one line (a trial's error is one line)."""
         try:
-            lines = self.stderr_path.read_text(errors="replace").splitlines()[-STDERR_TAIL_LINES:]
+            text = self.stderr_path.read_text(errors="replace")
+            lines = [line for line in text.splitlines() if not is_marker_line(line)][-STDERR_TAIL_LINES:]
         except OSError:
             return "(unreadable)"
         return " | ".join(line.strip() for line in lines if line.strip())[-1000:] or "(empty)"

@@ -11,7 +11,7 @@ import queue
 import threading
 import traceback
 
-from search.runner.outside._base import Events, OutsideSession
+from search.runner.outside._base import Events, OutsideSession, is_marker_line
 from search.trainers import ProtocolError, PythonTrainer, Reporter, TrainerError, TrainerTimeout, TrialRequest, TrialStopped
 from search.trainers.python import load_function
 
@@ -23,6 +23,11 @@ class PythonSession(OutsideSession):
 
     def _launch(self, request: TrialRequest, settings: PythonTrainer) -> Events:
         return _Thread(load_function(settings.function, settings.path), request, settings)
+
+    def _call(self, request: TrialRequest, settings: PythonTrainer) -> str:
+        module, name = settings.function.split(":")
+        where = f" (path {', '.join(settings.path)})" if settings.path else ""
+        return f"from {module} import {name}; {name}(request, reporter){where}"
 
 
 _DONE = object()
@@ -59,7 +64,7 @@ class _Thread(Events):
             ) from None
         if event is _DONE:
             if self.error is not None:
-                last = [line.strip() for line in self.trace.strip().splitlines()[-4:]]
+                last = [line.strip() for line in self.trace.strip().splitlines() if not is_marker_line(line)][-4:]
                 raise TrainerError(f"{self.settings.function} raised {type(self.error).__name__}: {self.error} | {' | '.join(last[:-1])}")
             raise ProtocolError(f"{self.settings.function} returned before reporting its end")
         self._released = event["event"] == "eval"

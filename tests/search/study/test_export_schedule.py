@@ -55,3 +55,21 @@ def test_bad_export_choices_are_one_line(study, tiny_config, args, fragment):
         [sys.executable, "-m", "search.cli", "export", "tiny", "--storage", tiny_config.storage, *args], capture_output=True, text=True
     )
     assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_exporting_a_pruned_or_failed_trial_s_schedule_warns_on_stderr(study, tiny_config):
+    """A trial number picks any trial's schedule; one that was never trained to its end is no measured choice, so
+    the export says so on stderr (stdout stays the file)."""
+    from typer.testing import CliRunner
+
+    from search.cli import app
+
+    cut = next(t for t in study.trials if t.state.name in ("PRUNED", "FAIL") and "schedule" in t.user_attrs)
+    done = next(t for t in study.trials if t.state.name == "COMPLETE")
+    runner = CliRunner()
+    url = ["--storage", tiny_config.storage, "--format", "json"]
+    warned = runner.invoke(app, ["export", "tiny", "--schedule", str(cut.number), *url])
+    assert warned.exit_code == 0 and json.loads(warned.stdout)["schedule"] == cut.user_attrs["schedule"]
+    assert f"warning: trial {cut.number} ended {cut.state.name}: its schedule was not trained to the end" in warned.stderr
+    quiet = runner.invoke(app, ["export", "tiny", "--schedule", str(done.number), *url])
+    assert quiet.exit_code == 0 and quiet.stderr == ""

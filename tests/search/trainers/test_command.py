@@ -118,3 +118,24 @@ def test_a_schedule_with_another_parameter_count_is_refused(example_config):
     assert numbers, str(e.value)
     trial, uniform = (int(n.replace(",", "")) for n in numbers.groups())
     assert trial - uniform == (1 + 2 + 4) - 3
+
+
+def test_a_crash_s_error_is_its_last_lines_without_traceback_carets_and_the_folder_keeps_the_call(example_config, tmp_path):
+    """Python's traceback marks the failing expression with `^^^^` and `~~~` lines, which say nothing once joined on
+    one line; the trial's folder keeps the command that ran, so the crash can be run again by hand."""
+    import json
+
+    body = """
+    report.write('{"event": "start", "n_params": 100, "flops_per_token": 0}' + "\\n")
+    value = {"a": 1}
+    print(value["a"] + value["b"])
+    """
+    session, started = _start(example_config, tmp_path, body)
+    with pytest.raises(TrainerError) as failed:
+        session.advance()
+    assert "KeyError: 'b'" in str(failed.value) and "^" not in str(failed.value) and "~" not in str(failed.value)
+    folder = started.where["folder"]
+    assert "^" in (tmp_path / folder / "stderr.log").read_text()  # Python wrote them; the error left them out
+    call = json.loads((tmp_path / folder / "call.json").read_text())
+    assert call["call"] == started.where["call"] and "trainer.py --heads 1,2,4" in call["call"]
+    assert call["request"]["schedule"] == "1x1,2x1,4x1" and (tmp_path / folder / "stderr.log").is_file()

@@ -58,3 +58,22 @@ def test_a_function_that_raises_fails_its_trial_with_the_error(python_config, tm
     session.start(spec_for(python_config("broken:run"), "4x3", baseline=False))
     with pytest.raises(TrainerError, match=r"broken:run raised ValueError: no data at .*shakespeare_milton.txt.xz"):
         session.advance()
+
+
+def test_a_figure_the_trainer_does_not_report_is_stored_as_unknown_not_zero(python_config, tmp_path):
+    """FLOPs per token is optional in the protocol: a trainer that does not say has none stored (shown as unknown),
+    where a 0 once read as a measured figure."""
+    from search.storage.records import result_attrs
+
+    (tmp_path / "quiet.py").write_text(
+        "def run(request, reporter):\n"
+        "    reporter.start(n_params=100)\n"
+        "    reporter.evaluated(step=request.steps, tokens=request.tokens, val_loss=3.0)\n"
+        "    reporter.end(val_loss=3.0, tokens_per_s=500.0, n_params=100)\n"
+    )
+    session = PythonSession()
+    started = session.start(spec_for(python_config("quiet:run"), "4x3", baseline=False))
+    assert started.where["call"].startswith("from quiet import run; run(request, reporter)")
+    while isinstance(out := session.advance(), Evaluated):
+        pass
+    assert out.result.flops_per_token is None and "flops_per_token" not in result_attrs(out.result)
