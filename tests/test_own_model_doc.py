@@ -68,3 +68,28 @@ def test_the_python_trainer_written_from_the_docs_trains_and_reports(tmp_path):
     assert isinstance(out, Finished) and [p.step for p in points] == [10, 20]
     assert out.result.final_val_loss == points[-1].val_loss < 5.5  # learned: below a uniform guess over 256 bytes (ln 256 = 5.55)
     assert out.result.n_params > 0 and out.result.extra["throughput_ratio"] > 0
+
+
+def test_every_export_format_loads_into_a_model_of_its_schedule_as_the_page_says(tmp_path):
+    """Each format's recipe, run on the file `export --schedule` writes for a stored study: the model it builds has
+    the exported schedule's head count in every layer."""
+    import json
+    import os
+
+    from prism import Schedule
+    from search.config import load_config
+    from search.study.export import render_schedule
+    from tests.search.synthetic import synthetic_study
+
+    tiny_config = load_config(ROOT / "studies" / "tiny.toml").model_copy(update={"storage": f"sqlite:///{tmp_path / 's.db'}"})
+    study = synthetic_study(tiny_config, tiny_config.storage, 12)
+    files = {"json": "schedule.json", "nanogpt": "nanogpt.json", "hf": "hf.json"}
+    for fmt, name in files.items():
+        (tmp_path / name).write_text(render_schedule(study, tiny_config, "best", fmt))
+    heads = list(Schedule.parse(json.loads((tmp_path / "schedule.json").read_text())["schedule"]).heads)
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT / "examples" / "own_trainer"), str(ROOT)])}
+    for fmt, name in files.items():
+        code = _snippet(f'open("{name}")')
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"{fmt} {heads}"
