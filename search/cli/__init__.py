@@ -234,19 +234,15 @@ def resume(
     workers: int | None = WorkersOpt,
     address: str | None = AddressOpt,
     track: list[str] | None = TrackOpt,
-    retry_baselines: bool = typer.Option(
-        False, "--retry-baselines", help="queue the baseline and reference runs that failed for good once more (status lists them)"
-    ),
 ) -> None:
-    """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver run again."""
+    """Continue a stored study until it has n_trials trained trials; trials lost by a dead driver, and baseline runs
+    that failed for good, run again."""
     from search.study import Study
 
     study = Study.load(name, storage=storage)
     _train(
         study,
-        lambda progress: study.resume(
-            n_trials, workers=workers, address=address, track=track or (), retry_baselines=retry_baselines, progress=progress
-        ),
+        lambda progress: study.resume(n_trials, workers=workers, address=address, track=track or (), progress=progress),
     )
 
 

@@ -89,18 +89,17 @@ def open_to_run(
     progress: StudyProgress,
     *,
     resumed: optuna.Study | None,
-    retry_baselines: bool,
 ) -> StudyContext:
     """`run` (`resumed` None: create the study, or continue one whose config matches) or `resume` (the stored study,
-    with the command's new target stored): the study's context, its baseline runs queued. Called under the driver
-    lock; takes the creation lock."""
+    with the command's new target stored, and its baseline runs that failed for good queued again): the study's
+    context, its baseline runs queued. Called under the driver lock; takes the creation lock."""
     with creation_lock(config.storage):
         if resumed is None:
             return open_study(config, open_storage(config.storage), fingerprint, trackers, note=progress.note)
         ctx = reopen_study(resumed, config, fingerprint, trackers, fix="start a new study")
         store_config(ctx.study, config)  # a new --n-trials target, stored as `run` stores it
-        missing = enqueue_missing_baselines(ctx, retry_failed=retry_baselines)
-        if missing:  # a driver killed while creating the study queued only some of them, or --retry-baselines
+        missing = enqueue_missing_baselines(ctx, retry_failed=True)
+        if missing:  # a driver killed while creating the study queued only some, or they failed for good
             progress.note(f"queued the baseline runs the study lacked: {', '.join(missing)}")
         return ctx
 

@@ -139,8 +139,8 @@ def enqueue_missing_baselines(ctx: StudyContext, retry_failed: bool = False) -> 
     """Queue each baseline and reference run (one per baseline seed) the study does not hold: all of them for a
     new study, those a driver killed between two enqueues never queued for one reopened. Held: a run with a try
     in any state but FAIL, or one that failed for good (search.storage.records.failed_for_good: its retries spent,
-    or a divergence that would only repeat), which is queued once more only on request (`retry_failed`:
-    `resume --retry-baselines`). Called under the creation lock (search.storage.creation_lock; SQLite: the driver
+    or a divergence that would only repeat), which `run` leaves failed and `resume` queues once more
+    (`retry_failed`). Called under the creation lock (search.storage.creation_lock; SQLite: the driver
     lock), so concurrent drivers queue each run once.
     Returns what was queued."""
     study, config = ctx.study, ctx.config

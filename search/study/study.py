@@ -196,20 +196,17 @@ class Study:
         workers: int | None = None,
         address: str | None = None,
         track: tuple[str, ...] | list[str] = (),
-        retry_baselines: bool = False,
         progress: StudyProgress | None = None,
     ) -> Summary:
         """Continue a stored study with its stored config until it has `n_trials` trained trials; trials a dead
-        driver left running are trained again. Arguments as `run`; `retry_baselines`: queue the baseline and
-        reference runs that failed for good once more.
+        driver left running are trained again, and so are the baseline and reference runs that failed for good
+        (a fixed trainer trains them; a divergence repeats). Arguments as `run`.
 
         Returns:
             The study's summary after the run.
         """
         flags = Flags(n_trials=n_trials, workers=workers, track=tuple(track))
-        return self._interruptible(
-            lambda: self._train(flags, address, progress, resuming=True, retry_baselines=retry_baselines), address, stored=True
-        )
+        return self._interruptible(lambda: self._train(flags, address, progress, resuming=True), address, stored=True)
 
     def confirm(
         self,
@@ -300,7 +297,6 @@ class Study:
         *,
         prior: str | None = None,
         resuming: bool = False,
-        retry_baselines: bool = False,
     ) -> Summary:
         """`run` and `resume` (`resuming`): the study's context, resolved once here, then its trials driven."""
         from search.storage import driver_lock
@@ -314,7 +310,7 @@ class Study:
         progress = progress or _default_progress()
         with driver_lock(config.storage):
             resumed = self.optuna_study if resuming else None
-            ctx = open_to_run(config, fingerprint, trackers, progress, resumed=resumed, retry_baselines=retry_baselines)
+            ctx = open_to_run(config, fingerprint, trackers, progress, resumed=resumed)
             self._optuna, self._open = ctx.study, True
             self.wall_s = drive(ctx, address, progress=progress, prior=choice)
         return self.summary()

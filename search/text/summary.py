@@ -76,7 +76,7 @@ def failed_text(s: Summary) -> str:
     (search.study.create)."""
     runs = "; ".join(f"{r.role} {r.schedule} seed {r.seed} (trial {r.number}: {_error(r)})" for r in s.failed_runs)
     return (
-        f"{runs}; not queued again automatically: `prism-search resume {s.name} --retry-baselines` "
+        f"{runs}; not queued again by `run`: `prism-search resume {s.name}` "
         "queues them once more (a divergence repeats: that needs a new study with other train settings)"
     )
 

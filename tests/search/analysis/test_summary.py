@@ -96,8 +96,7 @@ def test_baseline_and_reference_runs_whose_every_try_failed_are_listed_as_failed
         f"baseline {UNIFORM} seed 1 (trial 3: TrainingDiverged: loss 9.1); reference 1x1,2x1,4x1 seed 0 (trial 4: no error recorded); "
     )
     assert failed_text(s).endswith(
-        "`prism-search resume known --retry-baselines` queues them once more (a divergence repeats: "
-        "that needs a new study with other train settings)"
+        "`prism-search resume known` queues them once more (a divergence repeats: that needs a new study with other train settings)"
     )
 
 

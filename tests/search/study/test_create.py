@@ -87,10 +87,10 @@ def _waiting(config) -> list[tuple]:
     return [(t.user_attrs["role"], t.user_attrs["schedule"], t.user_attrs["seed"]) for t in trials]
 
 
-def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_status_says_so(tiny_config, monkeypatch):
-    """Every try of the paired baseline failed (a divergence, or a worker lost past its retries): `run` and
-    `resume` leave it failed instead of training it again on every start; status names it and the fix, and
-    `resume --retry-baselines` queues it once more."""
+def test_a_baseline_that_failed_for_good_waits_for_resume_and_status_says_so(tiny_config, monkeypatch):
+    """Every try of the paired baseline failed (a divergence, a broken trainer, a worker lost past its retries): `run`
+    leaves it failed instead of training it again on every start, status names it and the fix, and `resume` (with a
+    fixed trainer, say) queues it once more, while no baseline at that seed has completed."""
     from optuna.trial import TrialState
 
     from search import cli
@@ -109,24 +109,23 @@ def test_a_baseline_that_failed_for_good_is_not_queued_again_until_asked_and_sta
     url = ["--storage", config.storage]
     failed = f"baseline {config.baseline} seed 0 (trial 0: TrainingDiverged: val loss 9.7 at step 10)"
 
-    first = runner.invoke(app, ["resume", "tiny", *url])
-    assert first.exit_code == 0 and "lacked" not in first.output, first.output
-    row = next(line for line in first.output.splitlines() if "failed for good" in line)
-    assert f"{failed}; not queued again automatically: `prism-search resume tiny --retry-baselines` queues them" in row
     open_study(config, open_storage(config.storage), check_corpus(config))  # `run` reopening the study
     assert _waiting(config) == []
-    status = runner.invoke(app, ["status", "tiny", *url, "--json"])
+    status = runner.invoke(app, ["status", "tiny", *url])
+    row = next(line for line in status.output.splitlines() if "failed for good" in line)
+    assert f"{failed}; not queued again by `run`: `prism-search resume tiny` queues them" in row
     error = "TrainingDiverged: val loss 9.7 at step 10"
+    status = runner.invoke(app, ["status", "tiny", *url, "--json"])
     assert json.loads(status.stdout)["failed_runs"] == [
         {"number": 0, "role": "baseline", "schedule": str(config.baseline), "seed": 0, "error": error}
     ]
     page = b"".join(Dashboard(config.storage)({"REQUEST_METHOD": "GET", "PATH_INFO": "/study/tiny"}, lambda s, h: None)).decode()
-    assert f'<td id="failed">{failed}; not queued again automatically' in page
+    assert f'<td id="failed">{failed}; not queued again by' in page
 
-    retried = runner.invoke(app, ["resume", "tiny", *url, "--retry-baselines"])
+    retried = runner.invoke(app, ["resume", "tiny", *url])
     assert f"queued the baseline runs the study lacked: baseline {config.baseline} seed 0" in retried.output, retried.output
     assert _waiting(config) == [("baseline", str(config.baseline), 0)] and "failed for good" not in retried.output
-    again = runner.invoke(app, ["resume", "tiny", *url, "--retry-baselines"])  # the queued try holds it
+    again = runner.invoke(app, ["resume", "tiny", *url])  # the queued try holds it
     assert again.exit_code == 0 and "lacked" not in again.output and len(_waiting(config)) == 1
 
 
