@@ -19,7 +19,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
-from search.analysis.budget import budget
+from search.analysis.budget import budget, is_served
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
 from search.analysis.forecast import Cost, study_deciding_cost
@@ -474,9 +474,11 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     # uniform on the best's seeds, so the two values shown side by side differ by the paired gap
     baseline_values = [runs[key] for seed in best_seeds or (config.seed,) if (key := (baseline, seed)) in runs]
     kernels = _kernels_by_seed(complete)
+    # a schedule that failed by its own error is listed once, with its error: its copies answered without training
+    # (search.runner.cache.failed_before) say only where it failed
     failed = [
         FailedRun(t.number, role, schedule, seed, t.user_attrs.get(ERROR))
-        for (role, schedule, seed), t in failed_for_good(trials).items()
+        for (role, schedule, seed), t in failed_for_good([t for t in trials if not (t.state == TrialState.FAIL and is_served(t))]).items()
         if schedule is not None and seed is not None
     ]
     return Summary(

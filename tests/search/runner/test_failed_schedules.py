@@ -5,6 +5,7 @@ that fails for one schedule as a trainer out of memory would."""
 import pytest
 from optuna.trial import TrialState
 
+from search.analysis import summarize
 from search.analysis.budget import budget
 from search.config import parse_config
 from search.runner.driver import Driver
@@ -55,3 +56,5 @@ def test_a_schedule_that_failed_itself_is_served_as_failed_at_any_seed_and_not_c
     done = budget(ctx.study.get_trials(), config.seed)
     assert done.trained == 3 and done.failed == {FAILING}
     assert FAILING in taken_schedules(ctx.study, config.seed + 7)  # the sampler is told, at every seed
+    failed = summarize(ctx.study, config).failed_trials  # status lists the schedule once, with its own error
+    assert [(f.number, f.schedule) for f in failed] == [(original.number, FAILING)] and "CUDA out of memory" in failed[0].error
