@@ -114,3 +114,16 @@ def test_a_confirmation_run_is_compared_with_uniform_at_its_own_seed_and_a_plain
     plain_view = study_view(plain)
     assert plain_view.baseline_for(plain_view.row(1)) is None
     assert 'id="gap"' not in trial_page(plain_view, plain_view.row(1), "memory")
+
+
+def test_an_outside_trainer_s_trial_page_shows_its_folder_and_what_ran(tiny_config):
+    """The folder holds the trial's report, logs and call.json; the call is what to type to run it again."""
+    study = make_study(tiny_config)
+    add(study, UNIFORM, 0, 2.05, role="baseline")
+    where = {"host": "h", "pid": 1, "device": "cpu", "kernels": "trainer command"}
+    folder, call = "/runs/tiny-abc/trial-00001", "cd /repo && python train.py --heads 4,4,4 <&>"
+    add(study, "4x3", 0, 2.00, worker=where | {"folder": folder, "call": call})
+    view = study_view(study)
+    html = trial_page(view, view.row(1), tiny_config.storage)
+    assert f'<td id="folder">{folder}</td>' in html and f'<td id="call"><code>{escape(call)}</code></td>' in html
+    assert 'id="folder"' not in trial_page(view, view.row(0), tiny_config.storage)  # prism's own trials have none
