@@ -105,6 +105,22 @@ def main(argv: list[str] | None = None) -> None:
 # ---------------------------------------------------------------- configuration
 
 
+SECTION_NOTES = {
+    "data": """\
+A synthetic task stands where a corpus would: `corpus = "mqar"`, or with its settings
+`corpus = "mqar:pairs=8,key_len=2,keys=16,values=16"` (the defaults are pairs=8, key_len=1, keys=16, values=16).
+`mqar` is multi-query associative recall: each sequence lists `pairs` keys, each `key_len` tokens drawn from `keys`
+key tokens, each followed by one of `values` value tokens; then queries (a listed key, then its value) fill the rest
+of `model.block_size`. Sequences are generated from the trial's seed at load time (nothing is downloaded or stored),
+the validation sequences from one fixed stream, so runs pair exactly as on a text corpus. Only the answers are
+targets: the training and the validation loss are nats per answer token. The task sets the vocabulary
+(keys + values tokens; `model.vocab_size` must be at least that), ignores `val_fraction`, and takes no
+`tokenizer` or `vocab_size`. A key of `key_len` tokens makes a layer gather `key_len` tokens at once for every value,
+which is where the head count of a layer starts to matter.
+""",
+}
+
+
 def config_reference() -> str:
     """docs/configuration.md: the intro, the top-level fields, then one table per section, in the order of StudyConfig."""
     top = {name: f for name, f in StudyConfig.model_fields.items() if not _sections(f.annotation)}
@@ -115,7 +131,7 @@ def config_reference() -> str:
             continue
         parts += [f"## [{name}]\n", f"{_sentence(f.description)}\n"]
         if len(sections) == 1:
-            parts.append(_field_table(sections[0].model_fields))
+            parts += [_field_table(sections[0].model_fields)] + ([SECTION_NOTES[name]] if name in SECTION_NOTES else [])
             continue
         for section in sections:  # one table per kind (the trainer section's `kind` picks which fields apply)
             parts += [f"### kind = {json.dumps(section.model_fields['kind'].default)}\n", _field_table(section.model_fields)]

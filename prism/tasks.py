@@ -1,0 +1,162 @@
+"""Synthetic sequence tasks: corpora generated from a seed at load time, scored on their answer tokens only.
+
+A task is named like a corpus, `mqar` or with settings `mqar:pairs=8,key_len=2`, so it travels wherever a corpus
+name does (a study's `[data] corpus`, a checkpoint, a trial spec) and nothing is downloaded or stored.
+
+`mqar`, multi-query associative recall with keys of `key_len` tokens: a sequence lists `pairs` key-value pairs,
+each key `key_len` tokens drawn from `keys` key tokens (the keys of one sequence all differ), each value one of
+`values` value tokens; then queries, each a key of the list followed by its value, fill the sequence. Only the
+query answers are targets: every other target is IGNORE, which `cross_entropy` skips, so the training and the
+validation loss are nats per answer token. Answering needs, for every value, its key's `key_len` tokens gathered
+into one place (key_len look-ups at fixed offsets in one layer), then a match of the query's key against them.
+
+Fairness, as for text corpora: training sequences come from a generator seeded by the trial's seed alone, so two
+schedules at one seed see the same sequences in the same order; validation sequences come from a fixed stream,
+identical for every trial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+IGNORE = -100  # torch's cross_entropy ignore_index: targets that score nothing
+TASKS = ("mqar",)
+GENERATOR = 1  # the sampler's version, part of a task corpus's fingerprint: a changed sampler is a different corpus
+_TRAIN_STREAM, _VAL_STREAM = 1, 2  # entropy prefixes: training seeds and the validation stream never share a generator
+
+
+class TaskError(ValueError):
+    """A task name or setting that cannot be used; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    pairs: int = 8
+    key_len: int = 1
+    keys: int = 16  # distinct key tokens
+    values: int = 16  # distinct value tokens
+    fused: int = 0  # 1: a key's last token and its value are one context token (keys x values more tokens)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < (0 if f.name == "fused" else 1):
+                raise TaskError(f"mqar: {f.name} must be at least 1, got {getattr(self, f.name)}")
+        if self.fused not in (0, 1):
+            raise TaskError(f"mqar: fused must be 0 or 1, got {self.fused}")
+        if self.pairs > self.keys**self.key_len:
+            raise TaskError(f"mqar: {self.pairs} pairs need as many distinct keys; raise keys or key_len, or lower pairs")
+
+    @property
+    def name(self) -> str:
+        """The canonical name: every setting, in field order."""
+        return "mqar:" + ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.keys + self.values + self.fused * self.keys * self.values  # keys, values, then fused pairs
+
+    @property
+    def context_unit(self) -> int:
+        """Tokens per listed pair: the key's, then the value's (fused: the last key token's and the value's one)."""
+        return self.key_len + 1 - self.fused
+
+    @property
+    def context_length(self) -> int:
+        return self.pairs * self.context_unit
+
+    def queries(self, block_size: int) -> int:
+        """Queries that fit in a sequence of block_size + 1 tokens (inputs and next-token targets) after the pairs."""
+        return (block_size + 1 - self.context_length) // (self.key_len + 1)
+
+    def check_block(self, block_size: int) -> None:
+        if self.queries(block_size) < 1:
+            raise TaskError(
+                f"{self.name}: block_size={block_size} has no room for a query after {self.pairs} pairs "
+                f"(fix: model.block_size >= {self.context_length + self.key_len}, or fewer pairs)"
+            )
+
+    def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """`n` sequences as (inputs, targets), both (n, block_size) int64; targets are IGNORE except at answers.
+        Tokens after the last whole query are padding (key token 0, never a target)."""
+        self.check_block(block_size)
+        n_queries = self.queries(block_size)
+        codes = np.stack([rng.choice(self.keys**self.key_len, size=self.pairs, replace=False) for _ in range(n)])  # (n, P)
+        digits = self.keys ** np.arange(self.key_len - 1, -1, -1)
+        key_tokens = codes[..., None] // digits % self.keys  # (n, P, key_len): each key's tokens
+        value_tokens = self.keys + rng.integers(0, self.values, size=(n, self.pairs))
+        asked = rng.integers(0, self.pairs, size=(n, n_queries))
+        rows = np.arange(n)[:, None]
+        unit = self.key_len + 1
+        if self.fused:
+            last = self.keys + self.values + key_tokens[..., -1] * self.values + value_tokens - self.keys
+            context = np.concatenate([key_tokens[..., :-1], last[..., None]], axis=2).reshape(n, -1)
+        else:
+            context = np.concatenate([key_tokens, value_tokens[..., None]], axis=2).reshape(n, -1)
+        query = np.concatenate([key_tokens[rows, asked], value_tokens[rows, asked][..., None]], axis=2).reshape(n, -1)
+        sequence = np.zeros((n, block_size + 1), dtype=np.int64)
+        sequence[:, : self.context_length + n_queries * unit] = np.concatenate([context, query], axis=1)
+        targets = np.full((n, block_size), IGNORE, dtype=np.int64)
+        answers = self.context_length + unit * np.arange(n_queries) + self.key_len  # answer positions in the sequence
+        targets[:, answers - 1] = sequence[:, answers]
+        return sequence[:, :-1], targets
+
+    def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
+        """The loss, in nats per answer, of guessing a value of the sequence's pairs in proportion to how often it
+        occurs there: all a model knows without recall. A learned task ends far below it."""
+        losses = []
+        for row, target in zip(inputs, targets):
+            context_values = row[self.context_unit - 1 : self.context_length : self.context_unit]
+            if self.fused:
+                context_values = self.keys + (context_values - self.keys - self.values) % self.values
+            counts = np.bincount(context_values, minlength=self.vocab_size)
+            answers = target[target != IGNORE]
+            losses.append(-np.log(counts[answers] / self.pairs))
+        return float(np.mean(np.concatenate(losses)))
+
+
+def is_task(name: str) -> bool:
+    return name.partition(":")[0] in TASKS
+
+
+def parse_task(name: str) -> RecallTask:
+    """`mqar` or `mqar:SETTING=INT,...` as a task; a TaskError names the bad part and the fix."""
+    kind, _, settings = name.partition(":")
+    if kind not in TASKS:
+        raise TaskError(f"unknown task {kind!r}; use one of {', '.join(TASKS)}")
+    known = [f.name for f in fields(RecallTask)]
+    values: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in settings.split(","))):
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or key not in known:
+            raise TaskError(f"task {name!r}: cannot read {item!r}; write SETTING=INT with SETTING one of {', '.join(known)}")
+        try:
+            values[key] = int(text)
+        except ValueError:
+            raise TaskError(f"task {name!r}: {key}={text.strip()!r} is not an integer") from None
+    return RecallTask(**values)
+
+
+def task_train_batches(task: RecallTask, block_size: int, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Endless fresh training sequences; the order depends on `seed` only."""
+    import torch
+
+    rng = np.random.default_rng([_TRAIN_STREAM, seed])
+    while True:
+        x, y = task.sample(rng, batch_size, block_size)
+        yield torch.from_numpy(x), torch.from_numpy(y)
+
+
+def task_val_batches(task: RecallTask, block_size: int, batch_size: int, n_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Validation sequences from one fixed stream: identical for every trial."""
+    import torch
+
+    x, y = task.sample(np.random.default_rng([_VAL_STREAM]), batch_size * n_batches, block_size)
+    return [(torch.from_numpy(x[i : i + batch_size]), torch.from_numpy(y[i : i + batch_size])) for i in range(0, len(x), batch_size)]

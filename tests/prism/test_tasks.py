@@ -1,0 +1,88 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from prism import ModelConfig, Schedule, TrainConfig, Trainer, load_corpus, train_batches, val_batches
+from prism.data import CorpusError, check_windows
+from prism.tasks import IGNORE, RecallTask, TaskError, parse_task
+
+TASK = "mqar:pairs=4,key_len=2,keys=4,values=8"
+
+
+def test_a_sequence_lists_its_pairs_then_asks_them_and_scores_only_the_answers():
+    task = parse_task(TASK)
+    x, y = task.sample(np.random.default_rng(0), 3, 32)
+    assert x.shape == y.shape == (3, 32)
+    unit = task.key_len + 1
+    for row, target in zip(x, y):
+        pairs = {tuple(row[i : i + task.key_len]): row[i + task.key_len] for i in range(0, task.context_length, unit)}
+        assert len(pairs) == task.pairs  # keys differ within a sequence
+        assert all(k < task.keys for key in pairs for k in key) and all(v >= task.keys for v in pairs.values())
+        answered = np.flatnonzero(target != IGNORE)
+        assert len(answered) == task.queries(32) == (33 - task.context_length) // unit
+        for at in answered:  # the target after a query's last key token is that key's value
+            assert target[at] == pairs[tuple(row[at - task.key_len + 1 : at + 1])]
+        assert target[: task.context_length].tolist() == [IGNORE] * task.context_length
+
+
+def test_training_batches_depend_on_the_seed_only_and_validation_batches_are_fixed():
+    corpus = load_corpus(TASK)
+    first, again = (next(train_batches(corpus, 32, 4, seed=5)) for _ in range(2))
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert not torch.equal(next(train_batches(corpus, 32, 4, seed=6))[0], first[0])
+    a, b = val_batches(corpus, 32, 4, 3), val_batches(corpus, 32, 4, 3)
+    assert len(a) == 3 and all(torch.equal(xa, xb) and torch.equal(ya, yb) for (xa, ya), (xb, yb) in zip(a, b))
+    assert not any(torch.equal(a[0][0], x) for x, _ in (next(train_batches(corpus, 32, 4, seed=s)) for s in range(5)))
+
+
+def test_a_task_corpus_names_its_settings_in_its_fingerprint():
+    corpus = load_corpus(TASK)
+    assert corpus.vocab_size == 12 and corpus.task == RecallTask(pairs=4, key_len=2, keys=4, values=8)
+    assert load_corpus("mqar").fingerprint == load_corpus("mqar:pairs=8").fingerprint  # the defaults, spelled out
+    assert load_corpus("mqar:pairs=9").fingerprint != load_corpus("mqar").fingerprint
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("mqar:pairs=x", "pairs='x' is not an integer"),
+        ("mqar:pears=4", "SETTING one of pairs, key_len, keys, values"),
+        ("mqar:pairs=0", "pairs must be at least 1"),
+        ("mqar:pairs=20,keys=4", "raise keys or key_len"),
+    ],
+)
+def test_a_bad_task_setting_is_named_with_its_fix(name, words):
+    with pytest.raises(CorpusError, match=words):
+        load_corpus(name)
+    with pytest.raises(TaskError, match=words):
+        parse_task(name)
+
+
+def test_a_block_without_room_for_a_query_is_refused_before_training():
+    with pytest.raises(CorpusError, match="block_size >= 14"):
+        check_windows(load_corpus(TASK), 13, 8)
+    with pytest.raises(CorpusError, match="own tokens"):
+        load_corpus(TASK, tokenizer="bpe")
+
+
+def test_the_floor_is_a_guess_among_the_sequences_values():
+    task = RecallTask(pairs=4, key_len=1, keys=8, values=2)
+    x, y = task.sample(np.random.default_rng(1), 200, 20)
+    floor = task.floor(x, y)
+    assert 0 < floor < math.log(2)  # a sequence whose pairs repeat a value guesses that value more often
+
+
+def test_the_loss_is_per_answer_token_and_training_learns_the_task():
+    """A model that knows nothing scores about ln(vocab) per answer; a few hundred steps of the smallest task go below
+    the floor of guessing among the sequence's values, so the loss measures recall, not the rest of the sequence."""
+    task_name = "mqar:pairs=2,keys=4,values=4"
+    corpus = load_corpus(task_name)
+    model = ModelConfig(vocab_size=corpus.vocab_size, n_layer=2, d_model=32, block_size=16, dh_min=8, positions="rope")
+    train = TrainConfig(steps=300, batch_size=32, lr=1e-2, warmup_steps=20, eval_every=300, eval_batches=2)
+    torch.set_num_threads(1)
+    trainer = Trainer(model, Schedule.uniform(2, 2), train, corpus)
+    assert abs(trainer.evaluate() - math.log(corpus.vocab_size)) < 0.3
+    x, y = (np.concatenate([b[i].numpy() for b in trainer.val]) for i in (0, 1))
+    assert trainer.run_to_next_eval().val_loss < 0.5 * corpus.task.floor(x, y)
