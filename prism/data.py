@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from prism.tasks import GENERATOR, RecallTask, TaskError, is_task, parse_task, task_train_batches, task_val_batches
+from prism.tasks import GENERATOR, Task, TaskError, is_task, parse_task, task_train_batches, task_val_batches
 
 if TYPE_CHECKING:  # torch loads with the first batch: reading a corpus (and a study's fingerprint of it) needs none
     import torch
@@ -58,7 +58,7 @@ class Corpus:
     vocab_size: int
     val_fraction: float = 0.1
     split_at: int | None = None  # explicit train/val boundary (separate val files); else val_fraction decides
-    task: RecallTask | None = None  # a synthetic task generates its sequences; its tokens are empty
+    task: Task | None = None  # a synthetic task generates its sequences; its tokens are empty
 
     @property
     def fingerprint(self) -> str:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import torch
 
 IGNORE = -100  # torch's cross_entropy ignore_index: targets that score nothing
-TASKS = ("mqar",)
+TASKS = ("mqar", "pointer")
 GENERATOR = 1  # the sampler's version, part of a task corpus's fingerprint: a changed sampler is a different corpus
 _TRAIN_STREAM, _VAL_STREAM = 1, 2  # entropy prefixes: training seeds and the validation stream never share a generator
 
@@ -121,16 +121,76 @@ class RecallTask:
         return float(np.mean(np.concatenate(losses)))
 
 
+@dataclass(frozen=True)
+class PointerTask:
+    digits: int = 2
+    base: int = 4
+    symbols: int = 16  # distinct table tokens
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 1:
+                raise TaskError(f"pointer: {f.name} must be at least 1, got {getattr(self, f.name)}")
+
+    @property
+    def name(self) -> str:
+        return "pointer:" + ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.symbols + self.base  # table symbols, then digits
+
+    @property
+    def context_length(self) -> int:
+        return self.base**self.digits
+
+    def queries(self, block_size: int) -> int:
+        return (block_size + 1 - self.context_length) // (self.digits + 1)
+
+    def check_block(self, block_size: int) -> None:
+        if self.queries(block_size) < 1:
+            raise TaskError(
+                f"{self.name}: block_size={block_size} has no room for a query after the table of {self.context_length} "
+                f"(fix: model.block_size >= {self.context_length + self.digits}, or fewer digits)"
+            )
+
+    def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        self.check_block(block_size)
+        n_queries, unit = self.queries(block_size), self.digits + 1
+        table = rng.integers(0, self.symbols, size=(n, self.context_length))
+        asked = rng.integers(0, self.context_length, size=(n, n_queries))
+        digits = asked[..., None] // self.base ** np.arange(self.digits - 1, -1, -1) % self.base
+        answers = np.take_along_axis(table, asked, axis=1)
+        query = np.concatenate([self.symbols + digits, answers[..., None]], axis=2).reshape(n, -1)
+        sequence = np.zeros((n, block_size + 1), dtype=np.int64)
+        sequence[:, : self.context_length + n_queries * unit] = np.concatenate([table, query], axis=1)
+        targets = np.full((n, block_size), IGNORE, dtype=np.int64)
+        at = self.context_length + unit * np.arange(n_queries) + self.digits
+        targets[:, at - 1] = sequence[:, at]
+        return sequence[:, :-1], targets
+
+    def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
+        losses = []
+        for row, target in zip(inputs, targets):
+            counts = np.bincount(row[: self.context_length], minlength=self.vocab_size)
+            losses.append(-np.log(counts[target[target != IGNORE]] / self.context_length))
+        return float(np.mean(np.concatenate(losses)))
+
+
+Task = RecallTask | PointerTask
+_KINDS: dict[str, type[RecallTask] | type[PointerTask]] = {"mqar": RecallTask, "pointer": PointerTask}
+
+
 def is_task(name: str) -> bool:
     return name.partition(":")[0] in TASKS
 
 
-def parse_task(name: str) -> RecallTask:
-    """`mqar` or `mqar:SETTING=INT,...` as a task; a TaskError names the bad part and the fix."""
+def parse_task(name: str) -> Task:
+    """`KIND` or `KIND:SETTING=INT,...` as a task; a TaskError names the bad part and the fix."""
     kind, _, settings = name.partition(":")
     if kind not in TASKS:
         raise TaskError(f"unknown task {kind!r}; use one of {', '.join(TASKS)}")
-    known = [f.name for f in fields(RecallTask)]
+    known = [f.name for f in fields(_KINDS[kind])]
     values: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in settings.split(","))):
         key, sep, text = item.partition("=")
@@ -141,10 +201,10 @@ def parse_task(name: str) -> RecallTask:
             values[key] = int(text)
         except ValueError:
             raise TaskError(f"task {name!r}: {key}={text.strip()!r} is not an integer") from None
-    return RecallTask(**values)
+    return _KINDS[kind](**values)
 
 
-def task_train_batches(task: RecallTask, block_size: int, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def task_train_batches(task: Task, block_size: int, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless fresh training sequences; the order depends on `seed` only."""
     import torch
 
@@ -154,7 +214,7 @@ def task_train_batches(task: RecallTask, block_size: int, batch_size: int, seed:
         yield torch.from_numpy(x), torch.from_numpy(y)
 
 
-def task_val_batches(task: RecallTask, block_size: int, batch_size: int, n_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def task_val_batches(task: Task, block_size: int, batch_size: int, n_batches: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Validation sequences from one fixed stream: identical for every trial."""
     import torch
 
