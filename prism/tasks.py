@@ -1,14 +1,18 @@
 """Synthetic sequence tasks: corpora generated from a seed at load time, scored on their answer tokens only.
 
-A task is named like a corpus, `mqar` or with settings `mqar:pairs=8,key_len=2`, so it travels wherever a corpus
-name does (a study's `[data] corpus`, a checkpoint, a trial spec) and nothing is downloaded or stored.
+A task is named like a corpus, `KIND` or with settings `KIND:SETTING=INT,...` (`mqar:pairs=8,key_len=2`), so it
+travels wherever a corpus name does (a study's `[data] corpus`, a checkpoint, a trial spec) and nothing is
+downloaded or stored. Only the answers are targets: every other target is IGNORE, which `cross_entropy` skips, so
+the training and the validation loss are nats per answer token, and each task knows its trivial floor (the loss of
+a guess that looks nothing up), which a learned task ends far below.
 
-`mqar`, multi-query associative recall with keys of `key_len` tokens: a sequence lists `pairs` key-value pairs,
-each key `key_len` tokens drawn from `keys` key tokens (the keys of one sequence all differ), each value one of
-`values` value tokens; then queries, each a key of the list followed by its value, fill the sequence. Only the
-query answers are targets: every other target is IGNORE, which `cross_entropy` skips, so the training and the
-validation loss are nats per answer token. Answering needs, for every value, its key's `key_len` tokens gathered
-into one place (key_len look-ups at fixed offsets in one layer), then a match of the query's key against them.
+- `mqar`, multi-query associative recall: a sequence lists `pairs` key-value pairs, each key `key_len` tokens drawn
+  from `keys` key tokens (the keys of one sequence all differ), each value one of `values` value tokens; then
+  queries, each a listed key followed by its value, fill the sequence. Answering needs every value's key gathered
+  into the value's position (key_len look-ups at fixed offsets), then a match of the query against them: two layers
+  that must learn together. `fused=1` writes a key's last token and its value as one token.
+- `pointer`: a table of base**digits symbols at fixed positions, then queries that spell a table index in `digits`
+  digit tokens, each followed by the symbol there: a look-up keyed on position, one layer for one digit.
 
 Fairness, as for text corpora: training sequences come from a generator seeded by the trial's seed alone, so two
 schedules at one seed see the same sequences in the same order; validation sequences come from a fixed stream,
@@ -36,8 +40,28 @@ class TaskError(ValueError):
     """A task name or setting that cannot be used; the message names the fix."""
 
 
+def _name(kind: str, task: RecallTask | PointerTask) -> str:
+    """The canonical name: every setting, in field order."""
+    return f"{kind}:" + ",".join(f"{f.name}={getattr(task, f.name)}" for f in fields(task))
+
+
+def _sequences(context: np.ndarray, queries: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) of block_size tokens from a context (n, C) and queries (n, Q, unit) whose last token is the
+    answer: the one target of each query, predicted at the token before it. Tokens after the last whole query are
+    padding (token 0, never a target)."""
+    n, n_queries, unit = queries.shape
+    sequence = np.zeros((n, block_size + 1), dtype=np.int64)
+    sequence[:, : context.shape[1] + n_queries * unit] = np.concatenate([context, queries.reshape(n, -1)], axis=1)
+    answers = context.shape[1] + unit * np.arange(n_queries) + unit - 1  # positions in the sequence
+    targets = np.full((n, block_size), IGNORE, dtype=np.int64)
+    targets[:, answers - 1] = sequence[:, answers]
+    return sequence[:, :-1], targets
+
+
 @dataclass(frozen=True)
 class RecallTask:
+    """`mqar`'s settings and its sampler."""
+
     pairs: int = 8
     key_len: int = 1
     keys: int = 16  # distinct key tokens
@@ -55,8 +79,7 @@ class RecallTask:
 
     @property
     def name(self) -> str:
-        """The canonical name: every setting, in field order."""
-        return "mqar:" + ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+        return _name("mqar", self)
 
     @property
     def vocab_size(self) -> int:
@@ -83,8 +106,7 @@ class RecallTask:
             )
 
     def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """`n` sequences as (inputs, targets), both (n, block_size) int64; targets are IGNORE except at answers.
-        Tokens after the last whole query are padding (key token 0, never a target)."""
+        """`n` sequences as (inputs, targets), both (n, block_size) int64; targets are IGNORE except at answers."""
         self.check_block(block_size)
         n_queries = self.queries(block_size)
         codes = np.stack([rng.choice(self.keys**self.key_len, size=self.pairs, replace=False) for _ in range(n)])  # (n, P)
@@ -93,19 +115,13 @@ class RecallTask:
         value_tokens = self.keys + rng.integers(0, self.values, size=(n, self.pairs))
         asked = rng.integers(0, self.pairs, size=(n, n_queries))
         rows = np.arange(n)[:, None]
-        unit = self.key_len + 1
         if self.fused:
             last = self.keys + self.values + key_tokens[..., -1] * self.values + value_tokens - self.keys
             context = np.concatenate([key_tokens[..., :-1], last[..., None]], axis=2).reshape(n, -1)
         else:
             context = np.concatenate([key_tokens, value_tokens[..., None]], axis=2).reshape(n, -1)
-        query = np.concatenate([key_tokens[rows, asked], value_tokens[rows, asked][..., None]], axis=2).reshape(n, -1)
-        sequence = np.zeros((n, block_size + 1), dtype=np.int64)
-        sequence[:, : self.context_length + n_queries * unit] = np.concatenate([context, query], axis=1)
-        targets = np.full((n, block_size), IGNORE, dtype=np.int64)
-        answers = self.context_length + unit * np.arange(n_queries) + self.key_len  # answer positions in the sequence
-        targets[:, answers - 1] = sequence[:, answers]
-        return sequence[:, :-1], targets
+        query = np.concatenate([key_tokens[rows, asked], value_tokens[rows, asked][..., None]], axis=2)
+        return _sequences(context, query, block_size)
 
     def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
         """The loss, in nats per answer, of guessing a value of the sequence's pairs in proportion to how often it
@@ -123,6 +139,8 @@ class RecallTask:
 
 @dataclass(frozen=True)
 class PointerTask:
+    """`pointer`'s settings and its sampler."""
+
     digits: int = 2
     base: int = 4
     symbols: int = 16  # distinct table tokens
@@ -134,7 +152,7 @@ class PointerTask:
 
     @property
     def name(self) -> str:
-        return "pointer:" + ",".join(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+        return _name("pointer", self)
 
     @property
     def vocab_size(self) -> int:
@@ -155,21 +173,17 @@ class PointerTask:
             )
 
     def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """As RecallTask.sample: (inputs, targets), targets IGNORE except at answers."""
         self.check_block(block_size)
-        n_queries, unit = self.queries(block_size), self.digits + 1
+        n_queries = self.queries(block_size)
         table = rng.integers(0, self.symbols, size=(n, self.context_length))
         asked = rng.integers(0, self.context_length, size=(n, n_queries))
         digits = asked[..., None] // self.base ** np.arange(self.digits - 1, -1, -1) % self.base
         answers = np.take_along_axis(table, asked, axis=1)
-        query = np.concatenate([self.symbols + digits, answers[..., None]], axis=2).reshape(n, -1)
-        sequence = np.zeros((n, block_size + 1), dtype=np.int64)
-        sequence[:, : self.context_length + n_queries * unit] = np.concatenate([table, query], axis=1)
-        targets = np.full((n, block_size), IGNORE, dtype=np.int64)
-        at = self.context_length + unit * np.arange(n_queries) + self.digits
-        targets[:, at - 1] = sequence[:, at]
-        return sequence[:, :-1], targets
+        return _sequences(table, np.concatenate([self.symbols + digits, answers[..., None]], axis=2), block_size)
 
     def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
+        """The loss of guessing a symbol of the table in proportion to how often it occurs there."""
         losses = []
         for row, target in zip(inputs, targets):
             counts = np.bincount(row[: self.context_length], minlength=self.vocab_size)

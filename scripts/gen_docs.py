@@ -107,16 +107,19 @@ def main(argv: list[str] | None = None) -> None:
 
 SECTION_NOTES = {
     "data": """\
-A synthetic task stands where a corpus would: `corpus = "mqar"`, or with its settings
-`corpus = "mqar:pairs=8,key_len=2,keys=16,values=16"` (the defaults are pairs=8, key_len=1, keys=16, values=16).
-`mqar` is multi-query associative recall: each sequence lists `pairs` keys, each `key_len` tokens drawn from `keys`
-key tokens, each followed by one of `values` value tokens; then queries (a listed key, then its value) fill the rest
-of `model.block_size`. Sequences are generated from the trial's seed at load time (nothing is downloaded or stored),
-the validation sequences from one fixed stream, so runs pair exactly as on a text corpus. Only the answers are
-targets: the training and the validation loss are nats per answer token. The task sets the vocabulary
-(keys + values tokens; `model.vocab_size` must be at least that), ignores `val_fraction`, and takes no
-`tokenizer` or `vocab_size`. A key of `key_len` tokens makes a layer gather `key_len` tokens at once for every value,
-which is where the head count of a layer starts to matter.
+A synthetic task stands where a corpus would, named with its settings (each left out keeps its default):
+
+- `mqar:pairs=8,key_len=1,keys=16,values=16,fused=0`: multi-query associative recall. Each sequence lists `pairs`
+  keys, each `key_len` tokens drawn from `keys` key tokens, each followed by one of `values` value tokens (`fused=1`:
+  a key's last token and its value are one token); then queries (a listed key, then its value) fill the rest of
+  `model.block_size`.
+- `pointer:digits=2,base=4,symbols=16`: a table of base^digits symbols, then queries that spell a table index in
+  `digits` digit tokens, each followed by the symbol at that index.
+
+Sequences are generated from the trial's seed at load time (nothing is downloaded or stored), the validation
+sequences from one fixed stream, so runs pair exactly as on a text corpus. Only the answers are targets: the
+training and the validation loss are nats per answer token. A task sets its own vocabulary (`model.vocab_size` must
+be at least that), ignores `val_fraction`, and takes no `tokenizer` or `vocab_size`.
 """,
 }
 

@@ -163,8 +163,8 @@ class TrainSection(_section_of(TrainConfig, _TRAIN_FIELDS, exclude=("seed", "dev
 class DataSection(_Section):
     corpus: str = Field(
         "shakespeare",
-        description="built-in name, a synthetic task (mqar, or mqar:pairs=8,key_len=2,keys=16,values=16), or a text "
-        "file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
+        description="built-in name, a synthetic task (mqar or pointer, with settings such as pointer:digits=2,base=4: below), "
+        "or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
     )
     val_fraction: float = Field(
         0.1, gt=0, lt=0.5, description="share of the corpus held out for validation (a train.bin + val.bin folder: its val.bin)"
