@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import torch
 
 IGNORE = -100  # torch's cross_entropy ignore_index: targets that score nothing
-TASKS = ("mqar", "pointer")
+TASKS = ("mqar", "pointer", "count", "mix")
 GENERATOR = 1  # the sampler's version, part of a task corpus's fingerprint: a changed sampler is a different corpus
 _TRAIN_STREAM, _VAL_STREAM = 1, 2  # entropy prefixes: training seeds and the validation stream never share a generator
 
@@ -40,7 +40,7 @@ class TaskError(ValueError):
     """A task name or setting that cannot be used; the message names the fix."""
 
 
-def _name(kind: str, task: RecallTask | PointerTask) -> str:
+def _name(kind: str, task: Task) -> str:
     """The canonical name: every setting, in field order."""
     return f"{kind}:" + ",".join(f"{f.name}={getattr(task, f.name)}" for f in fields(task))
 
@@ -191,8 +191,113 @@ class PointerTask:
         return float(np.mean(np.concatenate(losses)))
 
 
-Task = RecallTask | PointerTask
-_KINDS: dict[str, type[RecallTask] | type[PointerTask]] = {"mqar": RecallTask, "pointer": PointerTask}
+@dataclass(frozen=True)
+class CountTask:
+    """`count`'s settings and its sampler."""
+
+    symbols: int = 8
+    cap: int = 8  # counts above cap - 1 are written as cap - 1
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 1:
+                raise TaskError(f"count: {f.name} must be at least 1, got {getattr(self, f.name)}")
+
+    @property
+    def name(self) -> str:
+        return _name("count", self)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.symbols + self.cap  # symbols, then counts
+
+    def queries(self, block_size: int) -> int:
+        return (block_size + 1) // 2
+
+    def check_block(self, block_size: int) -> None:
+        if block_size < 2:
+            raise TaskError(f"{self.name}: block_size={block_size} has no room for a query (fix: model.block_size >= 2)")
+
+    def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """As RecallTask.sample: (inputs, targets), targets IGNORE except at answers."""
+        self.check_block(block_size)
+        seen = rng.integers(0, self.symbols, size=(n, self.queries(block_size)))
+        earlier = (seen[:, :, None] == seen[:, None, :]) & np.tri(seen.shape[1], k=-1, dtype=bool)[None]
+        counts = self.symbols + np.minimum(earlier.sum(axis=2), self.cap - 1)
+        return _sequences(np.zeros((n, 0), dtype=np.int64), np.stack([seen, counts], axis=2), block_size)
+
+    def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
+        """The loss of guessing each count from its query's place alone (the counts' distribution at that place in
+        these very sequences): what a model knows without matching symbols."""
+        answered = targets[:, targets[0] != IGNORE]  # (n, Q): every sequence answers at the same places
+        losses = [-np.log(np.mean(column[:, None] == column[None, :], axis=1)) for column in answered.T]
+        return float(np.mean(np.concatenate(losses)))
+
+
+@dataclass(frozen=True)
+class MixTask:
+    """`mix`'s settings and its sampler: each sequence a pointer one or a count one, by a fair coin."""
+
+    digits: int = 1
+    base: int = 16
+    symbols: int = 16
+    count_symbols: int = 8
+    cap: int = 8
+
+    @property
+    def pointer(self) -> PointerTask:
+        return PointerTask(self.digits, self.base, self.symbols)
+
+    @property
+    def count(self) -> CountTask:
+        return CountTask(self.count_symbols, self.cap)
+
+    def __post_init__(self) -> None:
+        _ = (self.pointer, self.count)  # each part checks its own settings
+
+    @property
+    def name(self) -> str:
+        return _name("mix", self)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.pointer.vocab_size + self.count.vocab_size  # the pointer's tokens, then the count's
+
+    def check_block(self, block_size: int) -> None:
+        self.pointer.check_block(block_size)
+        self.count.check_block(block_size)
+
+    def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """As RecallTask.sample: (inputs, targets), targets IGNORE except at answers."""
+        counting = rng.random(n) < 0.5
+        pointer_x, pointer_y = self.pointer.sample(rng, n, block_size)
+        count_x, count_y = self.count.sample(rng, n, block_size)
+        shift = self.pointer.vocab_size
+        inputs = np.where(counting[:, None], count_x + shift, pointer_x)
+        targets = np.where(counting[:, None], np.where(count_y == IGNORE, IGNORE, count_y + shift), pointer_y)
+        return inputs, targets
+
+    def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
+        """Each kind's floor on its own sequences, weighted by their answers."""
+        shift = self.pointer.vocab_size
+        counting = inputs[:, 0] >= shift  # a count sequence opens with a count symbol, a pointer one with a table symbol
+        parts = [
+            (self.pointer.floor(inputs[~counting], targets[~counting]), np.sum(targets[~counting] != IGNORE)),
+            (
+                self.count.floor(inputs[counting] - shift, np.where(targets[counting] == IGNORE, IGNORE, targets[counting] - shift)),
+                np.sum(targets[counting] != IGNORE),
+            ),
+        ]
+        return float(sum(loss * answers for loss, answers in parts) / sum(answers for _, answers in parts))
+
+
+Task = RecallTask | PointerTask | CountTask | MixTask
+_KINDS: dict[str, type[RecallTask] | type[PointerTask] | type[CountTask] | type[MixTask]] = {
+    "mqar": RecallTask,
+    "pointer": PointerTask,
+    "count": CountTask,
+    "mix": MixTask,
+}
 
 
 def is_task(name: str) -> bool:

@@ -6,7 +6,7 @@ import torch
 
 from prism import ModelConfig, Schedule, TrainConfig, Trainer, load_corpus, train_batches, val_batches
 from prism.data import CorpusError, check_windows
-from prism.tasks import IGNORE, PointerTask, RecallTask, TaskError, parse_task
+from prism.tasks import IGNORE, CountTask, MixTask, PointerTask, RecallTask, TaskError, parse_task
 
 TASK = "mqar:pairs=4,key_len=2,keys=4,values=8"
 
@@ -41,7 +41,28 @@ def test_a_pointer_query_spells_a_table_index_in_digits_and_its_answer_is_the_sy
             assert 0 <= high < 3 and 0 <= low < 3 and target[at] == table[3 * high + low]
 
 
-@pytest.mark.parametrize("name", [TASK, "pointer:digits=2,base=3,symbols=5"])
+def test_a_count_answer_is_how_often_its_symbol_came_before():
+    task = CountTask(symbols=3, cap=3)
+    x, y = task.sample(np.random.default_rng(0), 4, 21)
+    for row, target in zip(x, y):
+        answered = np.flatnonzero(target != IGNORE)
+        assert answered.tolist() == list(range(0, 21, 2))
+        for at in answered:
+            before = np.sum(row[:at:2] == row[at])
+            assert target[at] == 3 + min(before, 2)  # counts from 2 on are written as 2 (cap - 1)
+
+
+def test_a_mix_is_pointer_or_count_sequences_in_separate_tokens():
+    task = MixTask(digits=1, base=4, symbols=4, count_symbols=3, cap=3)
+    x, y = task.sample(np.random.default_rng(0), 64, 12)
+    counting = x[:, 0] >= 8
+    assert 0 < counting.sum() < 64 and task.vocab_size == 14
+    assert x[counting].min() >= 8 and x[~counting].max() < 8 and y[~counting].max() < 4  # pointer answers are symbols
+    assert set(y[counting][y[counting] != IGNORE].tolist()) <= {11, 12, 13}
+    assert 0 < task.floor(x, y) < math.log(4)
+
+
+@pytest.mark.parametrize("name", [TASK, "pointer:digits=2,base=3,symbols=5", "count:symbols=4", "mix:base=4,symbols=4"])
 def test_training_batches_depend_on_the_seed_only_and_validation_batches_are_fixed(name):
     corpus = load_corpus(name)
     first, again = (next(train_batches(corpus, 32, 4, seed=5)) for _ in range(2))
@@ -69,6 +90,7 @@ def test_a_task_corpus_names_its_settings_in_its_fingerprint():
         ("mqar:fused=2", "fused must be 0 or 1"),
         ("pointer:pairs=2", "SETTING one of digits, base, symbols"),
         ("pointer:base=0", "base must be at least 1"),
+        ("mix:cap=0", "count: cap must be at least 1"),
     ],
 )
 def test_a_bad_task_setting_is_named_with_its_fix(name, words):
@@ -81,7 +103,7 @@ def test_a_bad_task_setting_is_named_with_its_fix(name, words):
 def test_a_name_of_no_task_is_a_corpus_path():
     with pytest.raises(CorpusError, match="not a built-in corpus"):
         load_corpus("maze:pairs=2")
-    with pytest.raises(TaskError, match="unknown task 'maze'; use one of mqar, pointer"):
+    with pytest.raises(TaskError, match="unknown task 'maze'; use one of mqar, pointer, count, mix"):
         parse_task("maze:pairs=2")
 
 
