@@ -13,6 +13,8 @@ a guess that looks nothing up), which a learned task ends far below.
   that must learn together. `fused=1` writes a key's last token and its value as one token.
 - `pointer`: a table of base**digits symbols at fixed positions, then queries that spell a table index in `digits`
   digit tokens, each followed by the symbol there: a look-up keyed on position, one layer for one digit.
+- `count`: symbols, each followed by how often it came before: a look-up keyed on the symbol itself.
+- `mix`: each sequence a pointer one or a count one, by a fair coin, so one model needs both kinds of look-up.
 
 Fairness, as for text corpora: training sequences come from a generator seeded by the trial's seed alone, so two
 schedules at one seed see the same sequences in the same order; validation sequences come from a fixed stream,

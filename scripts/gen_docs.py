@@ -115,6 +115,10 @@ A synthetic task stands where a corpus would, named with its settings (each left
   `model.block_size`.
 - `pointer:digits=2,base=4,symbols=16`: a table of base^digits symbols, then queries that spell a table index in
   `digits` digit tokens, each followed by the symbol at that index.
+- `count:symbols=8,cap=8`: symbols, each followed by how often it came before (counts from cap - 1 on are written
+  as cap - 1).
+- `mix:digits=1,base=16,symbols=16,count_symbols=8,cap=8`: each sequence a pointer one or a count one, by a fair
+  coin, in separate tokens.
 
 Sequences are generated from the trial's seed at load time (nothing is downloaded or stored), the validation
 sequences from one fixed stream, so runs pair exactly as on a text corpus. Only the answers are targets: the

@@ -163,7 +163,7 @@ class TrainSection(_section_of(TrainConfig, _TRAIN_FIELDS, exclude=("seed", "dev
 class DataSection(_Section):
     corpus: str = Field(
         "shakespeare",
-        description="built-in name, a synthetic task (mqar or pointer, with settings such as pointer:digits=2,base=4: below), "
+        description="built-in name, a synthetic task (mqar, pointer, count or mix, with settings such as pointer:digits=2,base=4: below), "
         "or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
     )
     val_fraction: float = Field(
