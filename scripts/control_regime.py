@@ -112,7 +112,7 @@ def summarise(runs: list[dict], schedules: list[str], baseline: str) -> list[dic
     rows = []
     for schedule in schedules:
         diffs = [loss[schedule, s] - loss[baseline, s] for s in seeds]
-        row = {"schedule": schedule, "mean_loss": statistics.fmean(loss[schedule, s] for s in seeds), "gaps": diffs}
+        row: dict = {"schedule": schedule, "mean_loss": statistics.fmean(loss[schedule, s] for s in seeds), "gaps": diffs}
         c = paired_contrast(diffs) if schedule != baseline else None
         if c is not None and c.measured:
             low, high = c.interval()
