@@ -35,12 +35,14 @@ def test_gaps_are_paired_by_seed_with_a_t_interval_and_holm_over_the_schedules_c
     assert [rows[s]["holm_p"] for s in compared] == pytest.approx(list(holm))
 
 
+SIZES = ("workers", "d_model", "n_layer", "block_size", "steps", "batch_size", "lr", "warmup_steps", "eval_batches")
+
+
 def test_the_report_compares_with_the_best_uniform_schedule_when_it_is_not_the_baseline():
     result = {
         "command": "python scripts/control_regime.py",
         "wall_s": 60.0,
-        "args": {k: 1 for k in ("workers", "d_model", "n_layer", "block_size", "steps", "batch_size", "lr", "warmup_steps", "eval_batches")}
-        | {"task": "pointer", "positions": "learned"},
+        "args": dict.fromkeys(SIZES, 1) | {"task": "pointer", "positions": "learned"},
         "seeds": [0, 1, 2, 3],
         "baseline": "2x2",
         "floors": {"trivial": 2.2},
