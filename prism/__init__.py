@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
         param_count,
         validate,
     )
+    from prism.tasks import TASKS, RecallTask, TaskError, is_task, parse_task
     from prism.training import EvalPoint, Trainer, TrainingDiverged, TrainResult, train
 
 _EXPORTS = {
@@ -43,6 +44,7 @@ _EXPORTS = {
         "param_count",
         "validate",
     ),
+    "prism.tasks": ("TASKS", "RecallTask", "TaskError", "is_task", "parse_task"),
     "prism.training": ("EvalPoint", "TrainResult", "Trainer", "TrainingDiverged", "train"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}

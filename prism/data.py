@@ -1,6 +1,7 @@
 """Corpora (built-in or the user's own), tokenizers, and the batches that make schedule comparisons fair.
 
-Nothing here touches the network. Two corpora ship with the project:
+Nothing here touches the network. Two corpora ship with the project, and synthetic tasks (prism.tasks) are
+generated from their name, such as `mqar:pairs=8,key_len=2`:
 - `shakespeare`: Shakespeare's works plus Milton's Paradise Lost, Paradise Regained and Areopagitica
   (Project Gutenberg, public domain; 5.7 MB of ASCII), compressed in `prism/corpora/`.
 - `stdlib`: the running Python's standard-library sources (no `test/`), ~13 MB. They differ between Python
@@ -37,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from prism.tasks import GENERATOR, Task, TaskError, is_task, parse_task, task_train_batches, task_val_batches
+
 if TYPE_CHECKING:  # torch loads with the first batch: reading a corpus (and a study's fingerprint of it) needs none
     import torch
 
@@ -55,10 +58,14 @@ class Corpus:
     vocab_size: int
     val_fraction: float = 0.1
     split_at: int | None = None  # explicit train/val boundary (separate val files); else val_fraction decides
+    task: Task | None = None  # a synthetic task generates its sequences; its tokens are empty
 
     @property
     def fingerprint(self) -> str:
-        """sha256 over the tokens, vocab and split: a study refuses to mix corpora that differ in any of them."""
+        """sha256 over the tokens, vocab and split: a study refuses to mix corpora that differ in any of them.
+        A task's settings and its sampler's version stand for its tokens."""
+        if self.task is not None:
+            return hashlib.sha256(f"{self.task.name}|generator={GENERATOR}".encode()).hexdigest()[:16]
         return _fingerprint(self.tokens.tobytes(), self.vocab_size, self.val_fraction, self.split_at)
 
     @property
@@ -166,7 +173,9 @@ def text_bytes(spec: str) -> int:
     """Bytes of text `load_corpus(spec)` reads into memory: 0 for built-ins (a few MB), token files (mapped, not
     read) and datasets folders; else the text files' total size, checked as `_read_source` checks them."""
     path = Path(spec)
-    if spec in BUILTIN_CORPORA or (path.is_file() and path.suffix == ".bin") or (path.is_dir() and (path / "train.bin").is_file()):
+    if spec in BUILTIN_CORPORA or is_task(spec):
+        return 0
+    if (path.is_file() and path.suffix == ".bin") or (path.is_dir() and (path / "train.bin").is_file()):
         return 0
     if path.is_dir() and ((path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file()):
         return 0
@@ -256,9 +265,10 @@ def load_corpus(
     vocab_size: int | None = None,
     token_dtype: str = "uint16",
 ) -> Corpus:
-    """A built-in corpus or a user corpus path (see the module docstring). Cached per process: workers load once.
+    """A built-in corpus, a task or a user corpus path (see the module docstring). Cached per process: workers load once.
 
     `vocab_size`: the BPE's size (default 4096), or the declared vocab of token files (required there).
+    A task ignores `val_fraction` (its validation sequences come from their own stream) and sets its own vocabulary.
     """
     if not 0.0 < val_fraction < 0.5:
         raise CorpusError(f"val_fraction must be in (0, 0.5), got {val_fraction}")
@@ -266,6 +276,8 @@ def load_corpus(
         raise CorpusError(f"unknown tokenizer {tokenizer!r}; use one of {', '.join(TOKENIZERS)}")
     if token_dtype not in ("uint16", "uint32"):
         raise CorpusError(f"token_dtype={token_dtype!r} is not supported; use uint16 or uint32")
+    if is_task(name):
+        return _task_corpus(name, tokenizer, vocab_size)
     train: Any  # text bytes, then token ids
     val: Any
     if name in BUILTIN_CORPORA:
@@ -300,6 +312,16 @@ def load_corpus(
     return Corpus(name=name, tokens=tokens, vocab_size=vocab, val_fraction=val_fraction, split_at=None if val is None else len(train))
 
 
+def _task_corpus(name: str, tokenizer: str, vocab_size: int | None) -> Corpus:
+    try:
+        task = parse_task(name)
+    except TaskError as e:
+        raise CorpusError(str(e)) from None
+    if tokenizer != "bytes" or vocab_size is not None:
+        raise CorpusError(f"task {name!r} has its own tokens (vocab {task.vocab_size}); drop the tokenizer and vocab_size settings")
+    return Corpus(name=name, tokens=np.zeros(0, dtype=np.int64), vocab_size=task.vocab_size, task=task)
+
+
 def _windows(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     import torch
 
@@ -310,7 +332,14 @@ def _windows(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[tor
 
 def check_windows(corpus: Corpus, block_size: int, n_val_windows: int) -> None:
     """Both splits hold a window of block_size+1 tokens and the validation split `n_val_windows` distinct ones.
-    Torch-free, so a caller can check a corpus before it starts anything that would fail on it later."""
+    Torch-free, so a caller can check a corpus before it starts anything that would fail on it later.
+    A task generates as many sequences as asked for; block_size only has to hold one query."""
+    if corpus.task is not None:
+        try:
+            corpus.task.check_block(block_size)
+        except TaskError as e:
+            raise CorpusError(str(e)) from None
+        return
     for split, data in (("training", corpus.train), ("validation", corpus.val)):
         if len(data) <= block_size + 1:
             raise CorpusError(
@@ -325,8 +354,14 @@ def check_windows(corpus: Corpus, block_size: int, n_val_windows: int) -> None:
 
 
 def train_batches(corpus: Corpus, block_size: int, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Endless random training windows; the order depends on `seed` only."""
+    """Endless random training windows (a task's: fresh sequences); the order depends on `seed` only."""
     check_windows(corpus, block_size, 0)
+    if corpus.task is not None:
+        return task_train_batches(corpus.task, block_size, batch_size, seed)
+    return _text_train_batches(corpus, block_size, batch_size, seed)
+
+
+def _text_train_batches(corpus: Corpus, block_size: int, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     data = corpus.train
     rng = np.random.default_rng(seed)
     while True:
@@ -338,6 +373,8 @@ def val_batches(corpus: Corpus, block_size: int, batch_size: int, n_batches: int
     """A fixed set of evenly spaced validation windows: identical for every trial, no randomness at all."""
     n_windows = batch_size * n_batches
     check_windows(corpus, block_size, n_windows)
+    if corpus.task is not None:
+        return task_val_batches(corpus.task, block_size, batch_size, n_batches)
     data = corpus.val
     span = len(data) - block_size - 1
     starts = np.linspace(0, span, n_windows).astype(np.int64)

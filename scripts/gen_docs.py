@@ -109,6 +109,29 @@ def main(argv: list[str] | None = None) -> None:
 # ---------------------------------------------------------------- configuration
 
 
+SECTION_NOTES = {
+    "data": """\
+A synthetic task stands where a corpus would, named with its settings (each left out keeps its default):
+
+- `mqar:pairs=8,key_len=1,keys=16,values=16,fused=0`: multi-query associative recall. Each sequence lists `pairs`
+  keys, each `key_len` tokens drawn from `keys` key tokens, each followed by one of `values` value tokens (`fused=1`:
+  a key's last token and its value are one token); then queries (a listed key, then its value) fill the rest of
+  `model.block_size`.
+- `pointer:digits=2,base=4,symbols=16`: a table of base^digits symbols, then queries that spell a table index in
+  `digits` digit tokens, each followed by the symbol at that index.
+- `count:symbols=8,cap=8`: symbols, each followed by how often it came before (counts from cap - 1 on are written
+  as cap - 1).
+- `mix:digits=1,base=16,symbols=16,count_symbols=8,cap=8`: each sequence a pointer one or a count one, by a fair
+  coin, in separate tokens.
+
+Sequences are generated from the trial's seed at load time (nothing is downloaded or stored), the validation
+sequences from one fixed stream, so runs pair exactly as on a text corpus. Only the answers are targets: the
+training and the validation loss are nats per answer token. A task sets its own vocabulary (`model.vocab_size` must
+be at least that), ignores `val_fraction`, and takes no `tokenizer` or `vocab_size`.
+""",
+}
+
+
 def config_reference() -> str:
     """docs/configuration.md: the intro, the top-level fields, then one table per section, in the order of StudyConfig."""
     top = {name: f for name, f in StudyConfig.model_fields.items() if not _sections(f.annotation)}
@@ -119,7 +142,7 @@ def config_reference() -> str:
             continue
         parts += [f"## [{name}]\n", f"{_sentence(f.description)}\n"]
         if len(sections) == 1:
-            parts.append(_field_table(sections[0].model_fields))
+            parts += [_field_table(sections[0].model_fields)] + ([SECTION_NOTES[name]] if name in SECTION_NOTES else [])
             continue
         for section in sections:  # one table per kind (the trainer section's `kind` picks which fields apply)
             parts += [f"### kind = {json.dumps(section.model_fields['kind'].default)}\n", _field_table(section.model_fields)]

@@ -29,7 +29,18 @@ from pydantic import (
     model_validator,
 )
 
-from prism import BUILTIN_CORPORA, ModelConfig, Schedule, ScheduleError, TrainConfig, allowed_head_counts, validate
+from prism import (
+    BUILTIN_CORPORA,
+    ModelConfig,
+    Schedule,
+    ScheduleError,
+    TaskError,
+    TrainConfig,
+    allowed_head_counts,
+    is_task,
+    parse_task,
+    validate,
+)
 from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_two
 from search.attrs import THROUGHPUT_RATIO
 from search.errors import ConfigError
@@ -160,7 +171,8 @@ class TrainSection(_section_of(TrainConfig, _TRAIN_FIELDS, exclude=("seed", "dev
 class DataSection(_Section):
     corpus: str = Field(
         "shakespeare",
-        description="built-in name, or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
+        description="built-in name, a synthetic task (mqar, pointer, count or mix, with settings such as pointer:digits=2,base=4: below), "
+        "or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
     )
     val_fraction: float = Field(
         0.1, gt=0, lt=0.5, description="share of the corpus held out for validation (a train.bin + val.bin folder: its val.bin)"
@@ -177,6 +189,12 @@ class DataSection(_Section):
         """Built-in names stay names; paths become absolute, because Ray workers run in another directory.
         A stored study's corpus is taken as stored: only the commands that train load it (and say if it moved)."""
         if v in BUILTIN_CORPORA or (info.context or {}).get("stored"):
+            return v
+        if is_task(v):
+            try:
+                parse_task(v)
+            except TaskError as e:
+                raise ValueError(str(e)) from None
             return v
         if _exists(v) or (any(c in v for c in "*?[") and glob.glob(v, recursive=True)):
             return str(Path(v).absolute())
@@ -349,7 +367,7 @@ class StudyConfig(_Section):
     model: ModelSection = Field(ModelSection(), description="the Transformer every trial trains")
     space: SpaceSection = Field(SpaceSection(), description="the schedules searched, the uniform baseline and the reference schedules")
     train: TrainSection = Field(TrainSection(), description="how every trial trains")
-    data: DataSection = Field(DataSection(), description="the corpus and its tokenizer")
+    data: DataSection = Field(DataSection(), description="the corpus (or a synthetic task) and its tokenizer")
     search: SearchSection = Field(SearchSection(), description="sampler, pruner, seeds, the verdicts' margin and racing")
     resources: ResourcesSection = Field(ResourcesSection(), description="workers and what each trial gets")
     tracking: TrackingSection = Field(TrackingSection(), description="experiment trackers that log every finished trial")

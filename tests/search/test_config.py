@@ -4,6 +4,7 @@ import pytest
 
 from search.config import Flags, load_config, parse_config, references_for
 from search.errors import ConfigError
+from search.runner.preflight import check_corpus
 from search.study.pruning import budget_tokens, rungs
 from tests.search.conftest import ROOT
 
@@ -52,6 +53,7 @@ def test_the_command_lines_flags_are_checked_by_the_configs_own_bounds():
         ),
         ({"name": "x", "model": {"d_model": 100}}, "no power-of-two head dim .* divides d_model=100"),
         ({"name": "x", "data": {"corpus": "wiki"}}, "data.corpus: unknown corpus 'wiki'"),
+        ({"name": "x", "data": {"corpus": "mqar:pairs=4,value=8"}}, "data.corpus: .*cannot read 'value=8'; write SETTING=INT"),
         ({}, "name: required field is missing"),
         ({"name": "x", "resources": {"gpus_per_trial": 1.5}}, "resources.gpus_per_trial: 1.5 GPUs: .*use 1 or 2"),
     ],
@@ -60,6 +62,14 @@ def test_bad_config_gives_one_line_error_naming_the_field(data, message):
     with pytest.raises(ConfigError, match=message) as info:
         parse_config(data, "config")
     assert "\n" not in str(info.value)
+
+
+def test_a_synthetic_task_is_a_corpus_checked_before_anything_runs():
+    config = parse_config({"name": "x", "data": {"corpus": "mqar:pairs=4,key_len=2"}, "model": {"block_size": 16}})
+    assert config.data.corpus == "mqar:pairs=4,key_len=2"  # a name, never made a path
+    assert len(check_corpus(config)) == 16
+    with pytest.raises(ConfigError, match=r"^data.corpus: .*block_size=8 has no room for a query .*block_size >= 14"):
+        check_corpus(parse_config({"name": "x", "data": {"corpus": "mqar:pairs=4,key_len=2"}, "model": {"block_size": 8}}))
 
 
 def test_an_echoed_input_is_masked():
