@@ -28,10 +28,10 @@ from waitress import wasyncore
 
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
-from search.errors import PrismSearchError, StorageError, StorageUnreachable
+from search.errors import PrismSearchError, StorageError, StorageUnreachable, StudyUnreadable
 from search.outputs.urls import mask_in, mask_url
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
-from search.storage import cached, change_stamp, dispose, open_storage
+from search.storage import cached, change_stamp, dispose, open_storage, unreadable_studies
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -127,7 +127,8 @@ class Dashboard:
         """Read every study once (at start, in the background) so the first page view is not the slow one."""
         try:
             for name in self.study_names():
-                self.page(name, ("study", "/"), lambda view: pages.study_page(view, self.masked, "/"))
+                with contextlib.suppress(StudyUnreadable):  # its page says so; the other studies warm up
+                    self.page(name, ("study", "/"), lambda view: pages.study_page(view, self.masked, "/"))
         except Exception as e:  # the first request will show the same problem as a page
             log.warning("warm-up of %s failed: %s", self.masked, mask_in(str(e).splitlines()[0] if str(e) else repr(e), self.url))
 
@@ -142,6 +143,9 @@ class Dashboard:
         except _NotFound as e:
             hint = f'<a href="{root}">all studies</a>'
             status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
+        except StudyUnreadable as e:  # one study's content: the rest of the storage serves on
+            hint = f'The other studies read as usual: <a href="{root}">all studies</a>.'
+            status, body, kind = "200 OK", pages.error_page("200", "Study unreadable", str(e), self.masked, hint, root), "text/html"
         except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:  # down, empty, damaged: may be fixed while we serve
             message = mask_in(str(e).splitlines()[0], self.url) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
@@ -166,8 +170,15 @@ class Dashboard:
     def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes, str]:
         ok = "200 OK"
         if not parts:
-            views = [self.view(n) for n in self.study_names()]
-            return ok, pages.studies_page(views, self.masked, root), "text/html"
+            names = self.study_names()
+            stamp = "-".join(self.stamp(n) for n in names) or "empty"  # what /api/stamp answers for them
+            views, unreadable = [], {u.study: u.text() for u in unreadable_studies(self.storage())}
+            for name in names:
+                try:
+                    views.append(self.view(name))
+                except StudyUnreadable as e:  # one damaged study is a row saying so, never the whole index
+                    unreadable[name] = str(e)
+            return ok, pages.studies_page(views, self.masked, root, unreadable, stamp), "text/html"
         if parts == ["static", "plotly.min.js"]:
             return ok, pages.plotly_js(), "application/javascript"
         if parts == ["api", "stamp"]:

@@ -13,6 +13,7 @@ from search.storage._optuna import (
     storage_of,
     storage_url,
     trial_id,
+    unreadable_studies,
     whole_study,
 )
 from search.storage.database import (
@@ -43,5 +44,6 @@ __all__ = [
     "storage_of",
     "storage_url",
     "trial_id",
+    "unreadable_studies",
     "whole_study",
 ]

@@ -47,7 +47,7 @@ from search.attrs import (
     heads_attr,
 )
 from search.config import OBJECTIVES, Flags, StudyConfig, parse_config
-from search.errors import ConfigError, PrismSearchError
+from search.errors import ConfigError, PrismSearchError, StudyUnreadable, Unreadable
 from search.outputs.urls import mask_in
 
 if TYPE_CHECKING:
@@ -187,10 +187,20 @@ def stored_config(study: optuna.Study, flags: Flags | None = None) -> StudyConfi
     if raw is None:
         raise PrismSearchError(f"study {study.study_name!r} was not created by prism-search (no stored config)")
     source = f"stored config of study {study.study_name!r}"
+    if not isinstance(raw, str):  # the writer stores the config's JSON text
+        raise StudyUnreadable(
+            Unreadable(study.study_name, f"user attr {ATTR_CONFIG!r}", f"holds {type(raw).__name__}, not the config's JSON text")
+        )
     try:
-        return parse_config(json.loads(raw), source, stored=True, flags=flags)
+        parsed = json.loads(raw)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{source}: not valid JSON ({e}); the study attr {ATTR_CONFIG!r} was changed outside prism-search") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(
+            f"{source}: holds a JSON {type(parsed).__name__}, not a table; the study attr {ATTR_CONFIG!r} was changed outside prism-search"
+        )
+    try:
+        return parse_config(parsed, source, stored=True, flags=flags)
     except ConfigError as e:
         if "with the command line's --" in str(e):
             raise  # a flag out of bounds: its message names it
@@ -210,5 +220,5 @@ def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        names = ", ".join(s.study_name for s in optuna.get_all_study_summaries(storage)) or "none"
+        names = ", ".join(s.study_name for s in storage.get_all_studies()) or "none"  # names only: no study's trials
         raise PrismSearchError(f"no study named {name!r} in this storage (studies: {names}); check the name or --storage") from None
