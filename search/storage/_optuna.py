@@ -140,6 +140,19 @@ def storage_url(study: optuna.Study) -> str:
     return storage_of(study)._backend.url
 
 
+def study_home(study: optuna.Study) -> str:
+    """Where this stored study lives, as a stamp: its database (a SQLite file by device and inode, which moving
+    the file keeps and a copy of it never has; a server's host, port and database) and its id there. A copy made
+    with `sqlite3 .backup`, `cp` or `optuna.copy_study` carries the study's attrs, never its home."""
+    url = sqlalchemy.engine.make_url(storage_url(study))
+    if url.drivername.startswith("sqlite") and url.database not in (None, "", ":memory:"):
+        file = os.stat(url.database)
+        where = f"sqlite:{file.st_dev}:{file.st_ino}"
+    else:
+        where = f"{url.drivername}://{url.host}:{url.port}/{url.database}"
+    return hashlib.blake2b(f"{where}#{study._study_id}".encode(), digest_size=8).hexdigest()
+
+
 def whole_study(study: optuna.Study) -> optuna.Study:
     """The study behind Optuna's Hyperband bracket view: with a HyperbandPruner, Optuna hands samplers a study whose
     trials are one bracket's only (`pruners._filter_study`), so a sampler asking what is already taken must look

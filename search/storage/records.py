@@ -7,6 +7,7 @@ a corpus that changed.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from search.attrs import (
     ATTR_CHECKPOINT,
     ATTR_CHECKPOINT_ERROR,
     ATTR_CONFIG,
+    ATTR_STUDY_HOME,
     ATTR_STUDY_UID,
     CURVE,
     DUPLICATE_ATTR,
@@ -49,6 +51,7 @@ from search.attrs import (
 from search.config import OBJECTIVES, Flags, StudyConfig, parse_config
 from search.errors import ConfigError, PrismSearchError, StudyUnreadable, Unreadable
 from search.outputs.urls import mask_in
+from search.storage import study_home
 
 if TYPE_CHECKING:
     from prism import Schedule, TrainResult
@@ -213,6 +216,30 @@ def study_uid(study: optuna.Study) -> str | None:
     studies had one."""
     uid = study.user_attrs.get(ATTR_STUDY_UID)
     return uid if isinstance(uid, str) else None
+
+
+def claim_uid(study: optuna.Study) -> str | None:
+    """The id a driver writes this study's checkpoints under (search.runner.checkpoints): its stored id, claimed for
+    where the study lives (`study_home`). A copy of the study (its database copied, or `optuna.copy_study`) carries
+    the id but not the home: the first time it writes it gets an id of its own, so it never writes into, or cleans
+    up, the folder of the study it was copied from."""
+    uid = study_uid(study)
+    if uid is None:
+        return None  # a study made before ids: its folder is its name's
+    home, here = study.user_attrs.get(ATTR_STUDY_HOME), study_home(study)
+    if home == here:
+        return uid
+    if home is not None:
+        uid = uuid.uuid4().hex
+        study.set_user_attr(ATTR_STUDY_UID, uid)
+    study.set_user_attr(ATTR_STUDY_HOME, here)
+    return uid
+
+
+def is_copy(study: optuna.Study) -> bool:
+    """A copy of a study stored elsewhere that has not written yet: the models its trials name are the original's."""
+    home = study.user_attrs.get(ATTR_STUDY_HOME)
+    return home is not None and home != study_home(study)
 
 
 def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
