@@ -260,3 +260,24 @@ def test_same_named_studies_in_two_storages_never_share_a_model(monkeypatch, ray
     assert paths[0] != paths[1] and all(Path(p).is_dir() for p in paths)
     storage_a = f"sqlite:///{tmp_path / 'a.db'}"
     assert cli(monkeypatch, "audit", "tiny:baseline", "-o", tmp_path / "p.json", "--storage", storage_a) == 0
+
+
+@pytest.mark.e2e
+def test_a_copied_database_resumed_writes_its_own_checkpoints(monkeypatch, ray_local, tiny_config, tmp_path):
+    """The case that lost a model: a database copied with `sqlite3 .backup` kept the study's id, so both copies
+    wrote CHECKPOINT_DIR/NAME-ID/trial-N and one's clean-up deleted the other's models. Real Ray, real workers."""
+    search = tiny_config.search.model_copy(update={"baseline_seeds": 1})
+    config = tiny_config.model_copy(update={"n_trials": 1, "search": search})
+    ctx = open_study(config, open_storage(config.storage), check_corpus(config))
+    Driver(ctx, stopping=make_stopping(ctx)).run(1, n_workers=1)
+    original = ctx.study.trials[0].user_attrs["checkpoint"]
+    source, target = sqlite3.connect(config.storage.removeprefix("sqlite:///")), sqlite3.connect(tmp_path / "copy.db")
+    with contextlib.closing(source), contextlib.closing(target):
+        source.backup(target)
+    copy_config = config.model_copy(update={"storage": f"sqlite:///{tmp_path / 'copy.db'}", "n_trials": 2})
+    copy = open_study(copy_config, open_storage(copy_config.storage), check_corpus(copy_config))
+    Driver(copy, stopping=make_stopping(copy)).run(2, n_workers=1)
+    written = copy.study.trials[-1].user_attrs["checkpoint"]
+    assert study_uid(copy.study) not in (None, study_uid(ctx.study)) and study_uid(copy.study) in written
+    assert load_checkpoint(written)[1]["study_uid"] == study_uid(copy.study) and Path(original).is_dir()
+    assert cli(monkeypatch, "audit", "tiny:baseline", "-o", tmp_path / "p.json", "--storage", config.storage) == 0
