@@ -192,12 +192,6 @@ class ReadingStorage(optuna.storages.RDBStorage):
     field) and nothing else: the storage lists the other studies, and they read as usual.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        if self.engine.dialect.name == "sqlite":  # PostgreSQL refuses text that is not UTF-8 when it is written
-            sqlalchemy.event.listen(self.engine, "connect", _text_or_bytes)
-            self.engine.dispose()  # the connections that checked the schema predate the listener
-
     def get_all_studies(self) -> list[FrozenStudy]:
         """The readable studies (`unreadable_studies`: the others)."""
         return [s for s in read_studies(self.engine) if isinstance(s, FrozenStudy)]
@@ -260,17 +254,28 @@ def unreadable_studies(storage: optuna.storages.BaseStorage) -> list[Unreadable]
     return [s for s in read_studies(backend.engine) if isinstance(s, Unreadable)]
 
 
-def _text_or_bytes(dbapi_connection: Any, _record: Any) -> None:
-    """SQLite hands back text that is not UTF-8 as its bytes, for the decoders to name (sqlite3 would end the
-    whole query: every study)."""
+def _fetch(conn: sqlalchemy.Connection, query: Any) -> list:
+    """The rows of `query`. SQLite's driver ends a whole query on text that is not UTF-8 (every study's, with it):
+    such a query is run once more with that text handed back as its bytes, for the decoders to name. PostgreSQL
+    refuses such text when it is written."""
+    try:
+        return list(conn.execute(query))
+    except sqlalchemy.exc.OperationalError as e:
+        if "decode to UTF-8" not in str(e.orig):
+            raise
+    driver: Any = conn.connection.driver_connection
+    driver.text_factory = _text_or_bytes
+    try:
+        return list(conn.execute(query))
+    finally:
+        driver.text_factory = str
 
-    def text(data: bytes) -> str | bytes:
-        try:
-            return data.decode()
-        except UnicodeDecodeError:
-            return data
 
-    dbapi_connection.text_factory = text
+def _text_or_bytes(data: bytes) -> str | bytes:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data
 
 
 # What a decoder raises on a stored value it cannot decode: JSON that is not JSON, NULL where a value belongs
@@ -312,6 +317,12 @@ def _external(distribution: BaseDistribution, value: object) -> Any:
     return distribution.to_external_repr(_number(value))  # a category index past its choices: IndexError
 
 
+def _intermediate(kind: object, value: object) -> float:
+    I = models.TrialIntermediateValueModel
+    value_type = I.TrialIntermediateValueType[kind]  # type: ignore[misc]
+    return I.stored_repr_to_intermediate_value(_number(value) if value_type == I.TrialIntermediateValueType.FINITE else None, value_type)
+
+
 def _json(value: object) -> Any:
     if not isinstance(value, str):  # json.loads would also take bytes, guessing their encoding
         raise TypeError(value)
@@ -337,10 +348,32 @@ class _Decoder:
         raise StudyUnreadable(Unreadable(self.study, field, problem, trial))
 
     def attrs(self, rows: list, kind: str, trial: int | None = None) -> dict[str, Any]:
+        try:  # the common case in one pass: most of what a large study stores is attrs
+            return {_key(name): _json(value_json) for name, value_json in rows}
+        except DECODE_ERRORS:
+            pass  # decoded one by one below, which names the first that fails
         out = {}
         for name, value_json in rows:
             key = self(name, _key, "text", f"{kind} attr key", trial)
             out[key] = self(value_json, _json, "JSON", f"{kind} attr {key!r}", trial)
+        return out
+
+    def steps(self, rows: list, trial: int) -> dict[int, float]:
+        try:  # the common case in one pass: a learning curve is many steps
+            return {_whole(step): _intermediate(kind, value) for step, value, kind in rows}
+        except DECODE_ERRORS:
+            pass  # decoded one by one below, which names the first that fails
+        out = {}
+        for step, value, kind in rows:
+            at = self(step, _whole, "a step", "intermediate step", trial)
+            self(
+                kind,
+                lambda v: models.TrialIntermediateValueModel.TrialIntermediateValueType[v],
+                "a value type",
+                f"intermediate value type at step {at}",
+                trial,
+            )
+            out[at] = self(value, functools.partial(_intermediate, kind), "a number", f"intermediate value at step {at}", trial)
         return out
 
     def when(self, value: Any, field: str, trial: int) -> datetime | None:
@@ -365,13 +398,13 @@ def read_studies(engine: sqlalchemy.Engine, study_id: int | None = None) -> list
     S, D, U, Y = models.StudyModel, models.StudyDirectionModel, models.StudyUserAttributeModel, models.StudySystemAttributeModel
     where = [] if study_id is None else [S.study_id == study_id]
     with engine.connect() as conn:
-        studies = list(conn.execute(sqlalchemy.select(S.study_id, _raw(S.study_name)).where(*where).order_by(S.study_id)))
+        studies = _fetch(conn, sqlalchemy.select(S.study_id, _raw(S.study_name)).where(*where).order_by(S.study_id))
         ids = [s[0] for s in studies]
 
         def rows(model, *columns) -> dict[int, list]:
             found: dict[int, list] = {}
             query = sqlalchemy.select(model.study_id, *columns).where(model.study_id.in_(ids)).order_by(columns[0])
-            for study, *values in conn.execute(query):
+            for study, *values in _fetch(conn, query):
                 found.setdefault(study, []).append(values)
             return found
 
@@ -434,12 +467,14 @@ def read_trials(
 
     def rows(*columns, order) -> dict[int, list]:
         found: dict[int, list] = {}
-        for trial, *values in conn.execute(sqlalchemy.select(*columns).where(columns[0].in_(ids)).order_by(order)):
+        for trial, *values in _fetch(conn, sqlalchemy.select(*columns).where(columns[0].in_(ids)).order_by(order)):
             found.setdefault(trial, []).append(values)
         return found
 
     with engine.connect() as conn:
-        name = conn.execute(sqlalchemy.select(_raw(models.StudyModel.study_name)).where(models.StudyModel.study_id == study_id)).first()
+        name = next(
+            iter(_fetch(conn, sqlalchemy.select(_raw(models.StudyModel.study_name)).where(models.StudyModel.study_id == study_id))), None
+        )
         if name is None:
             raise KeyError(models.NOT_FOUND_MSG)
         P, V, U, S, I = (
@@ -449,12 +484,11 @@ def read_trials(
             models.TrialSystemAttributeModel,
             models.TrialIntermediateValueModel,
         )
-        trials = list(
-            conn.execute(
-                sqlalchemy.select(T.trial_id, _raw(T.number), _raw(T.state), _raw(T._datetime_start_utc), _raw(T._datetime_complete_utc))
-                .where(*where)
-                .order_by(T.trial_id)
-            )
+        trials = _fetch(
+            conn,
+            sqlalchemy.select(T.trial_id, _raw(T.number), _raw(T.state), _raw(T._datetime_start_utc), _raw(T._datetime_complete_utc))
+            .where(*where)
+            .order_by(T.trial_id),
         )
         params = rows(P.trial_id, _raw(P.param_name), _raw(P.param_value), _raw(P.distribution_json), order=P.param_id)
         values = rows(V.trial_id, _raw(V.objective), _raw(V.value), _raw(V.value_type), order=V.trial_value_id)
@@ -488,13 +522,7 @@ def read_trials(
             )
         if sorted(objectives) != list(range(len(objectives))):
             decode.fail("values", f"are stored for objectives {sorted(objectives)}, not 0 to n-1", n)
-        intermediate = {}
-        for step, value, kind in steps.get(trial_id_, []):
-            at = decode(step, _whole, "a step", "intermediate step", n)
-            value_type = decode(kind, lambda v: I.TrialIntermediateValueType[v], "a value type", f"intermediate value type at step {at}", n)
-            finite = value_type == I.TrialIntermediateValueType.FINITE
-            number_ = decode(value, _number, "a number", f"intermediate value at step {at}", n) if finite else None
-            intermediate[at] = I.stored_repr_to_intermediate_value(number_, value_type)
+        intermediate = decode.steps(steps.get(trial_id_, []), n)
         out.append(
             FrozenTrial(
                 number=n,

@@ -15,7 +15,15 @@ from tests.search.synthetic import synthetic_study
 
 # the names in search.attrs that are no trial attr a reader reads: study attrs, values of `role` and `source`,
 # Optuna's system attr, and the tuple of result keys
-_NOT_TRIAL_ATTRS = {"ATTR_CONFIG", "ATTR_FINGERPRINT", "ATTR_STUDY_UID", "ATTR_CONFIRMATION_PLAN", "ATTR_PRIOR", "GRID_INDEX"}
+_NOT_TRIAL_ATTRS = {
+    "ATTR_CONFIG",
+    "ATTR_FINGERPRINT",
+    "ATTR_STUDY_UID",
+    "ATTR_STUDY_HOME",
+    "ATTR_CONFIRMATION_PLAN",
+    "ATTR_PRIOR",
+    "GRID_INDEX",
+}
 
 
 def _trial_attr_names() -> set[str]:
