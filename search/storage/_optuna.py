@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -225,7 +226,7 @@ class ReadingStorage(optuna.storages.RDBStorage):
     def _get_trials(
         self, study_id: int, states: Container[TrialState] | None, included_trial_ids: set[int], trial_id_greater_than: int
     ) -> list[FrozenTrial]:
-        with self._closed_when_unreadable():
+        with self._closed_when_unreadable(), _no_cycle_collection():
             return read_trials(self.engine, study_id, states, included_trial_ids, trial_id_greater_than)
 
     def get_trial(self, trial_id: int) -> FrozenTrial:
@@ -245,6 +246,19 @@ class ReadingStorage(optuna.storages.RDBStorage):
 
     def get_trial_system_attrs(self, trial_id: int) -> dict[str, Any]:
         return self.get_trial(trial_id).system_attrs
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Reading thousands of trials allocates objects that all live on: the cycle collector would scan them again
+    and again and free nothing (a fifth of a 2,000-trial read here). Reference counting still frees the rest."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def unreadable_studies(storage: optuna.storages.BaseStorage) -> list[Unreadable]:
