@@ -514,6 +514,11 @@ class Flags:
         flag, value = fields.get(loc[:2] if loc[:1] == ("resources",) else loc[:1], (None, None))
         return flag if value else None
 
+    def overridden(self) -> list[tuple[str, ...]]:
+        """Where in a config the flags put their values: the fields they replace."""
+        fields = [(("storage",), self.storage), (("n_trials",), self.n_trials), (("resources", "workers"), self.workers)]
+        return [loc for loc, value in fields if value]
+
     def applied(self, data: dict) -> dict:
         """`data` (a config as TOML or JSON holds it) with the flags on top that the config's own validation
         checks (--track is checked by its section: TrackingSection.with_flags)."""
@@ -531,10 +536,9 @@ class Flags:
 ECHO_CHARS = 60  # an echoed value longer than this is cut: a 5,000-character name makes an error no one reads
 
 
-def _format_validation_error(err: ValidationError, source: str) -> str:
-    """One line naming the field and the fix; an echoed input is cut to a readable length, and masked, since a
-    misplaced URL may carry a password."""
-    errors = err.errors()
+def _format_validation_error(errors: list, source: str) -> str:
+    """One line naming the field and the fix (the first of a validation's `errors`); an echoed input is cut to a
+    readable length, and masked, since a misplaced URL may carry a password."""
     first = errors[0]
     loc = _field_loc(first["loc"], keep_last=first["type"] == "extra_forbidden")
     where = ".".join(str(p) for p in loc) or "config"
@@ -661,6 +665,8 @@ def parse_config(data: dict, source: str = "config", stored: bool = False, flags
     the disk is not consulted again, and a field it leaves out whose default changed since means what it meant then
     (prism.config.EARLIER_DEFAULTS). `flags`: the command line's, applied before the parse (their errors name the
     command line)."""
+    if flags is not None and not stored:
+        _check_overridden(data, flags, source)
     if flags is not None:
         data = flags.applied(data)
     if stored:
@@ -671,10 +677,29 @@ def parse_config(data: dict, source: str = "config", stored: bool = False, flags
         config = StudyConfig.model_validate(data, context={"stored": stored})
     except ValidationError as e:
         flag = flags.flag_of(tuple(e.errors()[0]["loc"])) if flags is not None else None
-        raise ConfigError(_format_validation_error(e, f"{source} with the command line's {flag}" if flag else source)) from None
+        raise ConfigError(_format_validation_error(e.errors(), f"{source} with the command line's {flag}" if flag else source)) from None
     if flags is not None and flags.track:
         config = config.model_copy(update={"tracking": config.tracking.with_flags(list(flags.track))})
     return config
+
+
+def _check_overridden(data: dict, flags: Flags, source: str) -> None:
+    """A field a flag replaces is still checked as the file wrote it: `storage = 5` is a mistake in the file
+    whatever `--storage` says, and the next run without the flag would meet it. The file's other fields are
+    checked by the parse itself; rules between fields are checked with the flags' values."""
+    overridden = flags.overridden()
+    if not overridden:
+        return
+
+    def replaced(error: Any) -> bool:
+        field = _field_loc(tuple(error["loc"]))  # empty: a rule between fields
+        return bool(field) and any(field[: len(loc)] == loc[: len(field)] for loc in overridden)
+
+    try:
+        StudyConfig.model_validate(data)
+    except ValidationError as e:
+        if errors := [error for error in e.errors() if replaced(error)]:
+            raise ConfigError(_format_validation_error(errors, source)) from None
 
 
 def read_toml(path: str | Path) -> dict:

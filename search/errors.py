@@ -1,6 +1,8 @@
 """Every error a user can fix. The CLI prints its one-line message (naming the field or flag and the fix) and
 exits with code 2, before any compute and without touching stored data; anything else is a bug."""
 
+from dataclasses import dataclass
+
 
 class PrismSearchError(Exception):
     """An error the user can fix."""
@@ -12,6 +14,32 @@ class ConfigError(PrismSearchError):
 
 class StorageError(PrismSearchError):
     """A database URL that is not usable or not reachable."""
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored value no reader can decode (changed outside prism-search, or a damaged page): the study it is in,
+    the trial (None: the study's own data), the field, and what it holds instead."""
+
+    study: str
+    field: str
+    problem: str  # "holds 'BOGUS', not a trial state"
+    trial: int | None = None
+
+    def text(self) -> str:
+        where = self.field if self.trial is None else f"trial {self.trial}'s {self.field}"
+        return (
+            f"study {self.study!r} is unreadable: {where} {self.problem}; fix: restore the study from a backup (the other "
+            "studies of the storage read as usual)"
+        )
+
+
+class StudyUnreadable(StorageError):
+    """One study whose stored content is damaged: it is named, and every other study of the storage reads on."""
+
+    def __init__(self, unreadable: Unreadable):
+        super().__init__(unreadable.text())
+        self.unreadable = unreadable
 
 
 class StorageUnreachable(StorageError):

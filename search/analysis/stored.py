@@ -13,8 +13,9 @@ import optuna
 
 from search.analysis.summary import Summary
 from search.attrs import ATTR_CONFIG
-from search.errors import ConfigError, PrismSearchError
+from search.errors import ConfigError, PrismSearchError, StudyUnreadable
 from search.storage import open_storage
+from search.storage import unreadable_studies as stored_unreadable
 from search.storage.records import find_study
 
 
@@ -41,15 +42,21 @@ class Summarised(Protocol):
 S = TypeVar("S", bound=Summarised)
 
 
+def unreadable_studies(url: str) -> dict[str, str]:
+    """Why each study of the storage at `url` whose own stored data (name, directions, attrs) cannot be decoded
+    cannot be read, by name: `stored_studies` leaves them out."""
+    return {s.study: s.text() for s in stored_unreadable(open_storage(url, create=False))}
+
+
 def summaries(studies: Sequence[S]) -> tuple[list[tuple[S, Summary]], dict[str, str]]:
     """Each study with its summary, and why each study that cannot be summarised cannot (by name; its stored config
-    fails validation): one bad study never hides the others. A damaged database (StorageError) is every study's
-    problem, and is raised."""
+    fails validation, or a stored value of it cannot be decoded): one bad study never hides the others. A damaged
+    database (any other StorageError) is every study's problem, and is raised."""
     good, bad = [], {}
     for study in studies:
         try:
             good.append((study, study.summary()))
-        except ConfigError as e:
+        except (ConfigError, StudyUnreadable) as e:
             bad[study.name] = str(e)
     return good, bad
 

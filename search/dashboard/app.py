@@ -14,24 +14,29 @@ import hashlib
 import json
 import logging
 import re
+import resource
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import optuna
 import sqlalchemy
+import waitress.adjustments
+import waitress.channel
 import waitress.server
+import waitress.task
 from waitress import wasyncore
 
 from search.dashboard import pages
 from search.dashboard.views import StudyView, study_view
-from search.errors import PrismSearchError, StorageError, StorageUnreachable
+from search.errors import PrismSearchError, StorageError, StorageUnreachable, StudyUnreadable
 from search.outputs.urls import mask_in, mask_url
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
-from search.storage import cached, change_stamp, dispose, open_storage
+from search.storage import cached, change_stamp, dispose, open_storage, unreadable_studies
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -127,7 +132,8 @@ class Dashboard:
         """Read every study once (at start, in the background) so the first page view is not the slow one."""
         try:
             for name in self.study_names():
-                self.page(name, ("study", "/"), lambda view: pages.study_page(view, self.masked, "/"))
+                with contextlib.suppress(StudyUnreadable):  # its page says so; the other studies warm up
+                    self.page(name, ("study", "/"), lambda view: pages.study_page(view, self.masked, "/"))
         except Exception as e:  # the first request will show the same problem as a page
             log.warning("warm-up of %s failed: %s", self.masked, mask_in(str(e).splitlines()[0] if str(e) else repr(e), self.url))
 
@@ -142,6 +148,9 @@ class Dashboard:
         except _NotFound as e:
             hint = f'<a href="{root}">all studies</a>'
             status, body, kind = "404 Not Found", pages.error_page("404", "Not found", str(e), self.masked, hint, root), "text/html"
+        except StudyUnreadable as e:  # one study's content: the rest of the storage serves on
+            hint = f'The other studies read as usual: <a href="{root}">all studies</a>.'
+            status, body, kind = "200 OK", pages.error_page("200", "Study unreadable", str(e), self.masked, hint, root), "text/html"
         except (StorageError, sqlalchemy.exc.SQLAlchemyError) as e:  # down, empty, damaged: may be fixed while we serve
             message = mask_in(str(e).splitlines()[0], self.url) if str(e) else type(e).__name__
             log.warning("storage %s: %s", self.masked, message)
@@ -166,8 +175,15 @@ class Dashboard:
     def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes, str]:
         ok = "200 OK"
         if not parts:
-            views = [self.view(n) for n in self.study_names()]
-            return ok, pages.studies_page(views, self.masked, root), "text/html"
+            names = self.study_names()
+            stamp = "-".join(self.stamp(n) for n in names) or "empty"  # what /api/stamp answers for them
+            views, unreadable = [], {u.study: u.text() for u in unreadable_studies(self.storage())}
+            for name in names:
+                try:
+                    views.append(self.view(name))
+                except StudyUnreadable as e:  # one damaged study is a row saying so, never the whole index
+                    unreadable[name] = str(e)
+            return ok, pages.studies_page(views, self.masked, root, unreadable, stamp), "text/html"
         if parts == ["static", "plotly.min.js"]:
             return ok, pages.plotly_js(), "application/javascript"
         if parts == ["api", "stamp"]:
@@ -231,32 +247,98 @@ def _segments(environ: dict) -> list[str]:
 
 SERVER_THREADS = 8  # responses computed at once; more requests wait in the queue (a study computes once per change)
 IDLE_TIMEOUT_S = 30  # a connection with no complete request for this long is closed: an idle one, a half-sent request
+REQUEST_DEADLINE_S = 10  # a request must arrive whole this soon after its first byte, however it trickles in
 BACKLOG = 1024  # connections the kernel holds before the server accepts them
-CONNECTION_LIMIT = 2000  # open connections (each a socket in the event loop, not a thread); beyond it, new ones wait
+# open connections (each a socket in the event loop, not a thread); beyond it, new ones wait. Far above what slow
+# clients can hold open at once when each is closed REQUEST_DEADLINE_S after its first byte; bounded by the
+# process's file descriptors, which the server raises to the system's limit
+CONNECTION_LIMIT = 16_000
+FD_SPARE = 256  # file descriptors left for the database, logs and the listening socket
+
+
+class _DeadlineChannel(waitress.channel.HTTPChannel):
+    """A connection whose request must arrive whole within the server's deadline from its first byte: waitress's
+    own timer is an idle one, which a client sending a byte every few seconds restarts for ever."""
+
+    request_started: float | None = None
+
+    def received(self, data: bytes) -> bool:
+        if data and self.request_started is None:
+            self.request_started = time.time()
+        accepted = super().received(data)
+        if self.request is None:  # every request it sent has arrived whole
+            self.request_started = None
+        return accepted
+
+
+class _DeadlineServer(waitress.server.TcpWSGIServer):
+    """waitress's server whose every cleanup turn also closes connections past their request deadline."""
+
+    channel_class = _DeadlineChannel
+    request_deadline_s: float = REQUEST_DEADLINE_S
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)
+        for channel in list(self.active_channels.values()):
+            started = getattr(channel, "request_started", None)
+            if started is not None and now - started > self.request_deadline_s:
+                channel.will_close = True
+
+
+def _open_files_limit() -> int:
+    """Raise this process's open-file limit to the system's (hard) one, and return it: each connection is a file."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, CONNECTION_LIMIT + FD_SPARE)
+    if wanted > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+    return soft
 
 
 class DashboardServer:
     """waitress serving a WSGI app: one event loop holds every connection, so an idle or half-sent one costs a
-    socket, never a thread (wsgiref's server gave each its own, for ever); `threads` workers compute responses;
-    a connection that completes no request within `idle_timeout_s` is closed. The loop's every turn (0.5 s at
-    most) also checks for a Ctrl-C or SIGTERM that landed in a finalizer and was only printed there."""
+    socket, never a thread (wsgiref's server gave each its own, for ever); `threads` workers compute responses,
+    and only for requests that arrived whole. A connection that sends nothing for `idle_timeout_s`, or whose request
+    has not arrived whole `request_deadline_s` after its first byte (a slow client trickling bytes), is closed,
+    checked every second; the connection limit is far above what such clients can hold open, so a normal client is
+    always let in. The loop's every turn (0.5 s at most) also checks for a Ctrl-C or SIGTERM that landed in a
+    finalizer and was only printed there."""
 
-    def __init__(self, app: Callable, host: str, port: int, idle_timeout_s: int = IDLE_TIMEOUT_S, threads: int = SERVER_THREADS):
+    def __init__(
+        self,
+        app: Callable,
+        host: str,
+        port: int,
+        idle_timeout_s: int = IDLE_TIMEOUT_S,
+        threads: int = SERVER_THREADS,
+        request_deadline_s: float = REQUEST_DEADLINE_S,
+    ):
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         listening = socket.create_server((host, port), family=family, backlog=BACKLOG)
         self._map: dict = {}
-        self._server = waitress.server.create_server(
-            app,
-            map=self._map,
+        adjustments = waitress.adjustments.Adjustments(
             sockets=[listening],
             threads=threads,
             channel_timeout=idle_timeout_s,
-            cleanup_interval=max(1, idle_timeout_s // 2),
+            cleanup_interval=1,
             backlog=BACKLOG,
-            connection_limit=CONNECTION_LIMIT,
+            connection_limit=max(1, min(CONNECTION_LIMIT, _open_files_limit() - FD_SPARE)),
             asyncore_use_poll=True,  # select() stops at 1,024 file descriptors
             ident="prism-search",
         )
+        dispatcher = waitress.task.ThreadedTaskDispatcher()
+        dispatcher.set_thread_count(threads)
+        self._server = _DeadlineServer(
+            app,
+            self._map,
+            _sock=listening,
+            dispatcher=dispatcher,
+            adj=adjustments,
+            bind_socket=False,
+            sockinfo=(listening.family, listening.type, listening.proto, listening.getsockname()),
+        )
+        self._server.request_deadline_s = request_deadline_s
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth is N": requests waiting, by design
         self.server_port: int = listening.getsockname()[1]
         self._stopping, self._stopped = threading.Event(), threading.Event()
@@ -293,11 +375,16 @@ def bind_warning(host: str) -> str | None:
 
 
 def make_server_for(
-    storage_url: str, host: str = "127.0.0.1", port: int = 8080, app: Callable | None = None, idle_timeout_s: int = IDLE_TIMEOUT_S
+    storage_url: str,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    app: Callable | None = None,
+    idle_timeout_s: int = IDLE_TIMEOUT_S,
+    request_deadline_s: float = REQUEST_DEADLINE_S,
 ) -> DashboardServer:
     """The dashboard's server, or another WSGI `app`'s (port 0 picks a free port: see `server.server_port`)."""
     try:
-        return DashboardServer(app or Dashboard(storage_url), host, port, idle_timeout_s)
+        return DashboardServer(app or Dashboard(storage_url), host, port, idle_timeout_s, request_deadline_s=request_deadline_s)
     except OSError as e:
         raise DashboardError(f"cannot listen on {host}:{port} ({e.strerror}); pass another --port or --host") from None
 

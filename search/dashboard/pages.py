@@ -82,12 +82,16 @@ def _study_path(root: str, name: str) -> str:
     return f"{root}study/{_segment(name)}"
 
 
-def studies_page(views: list[StudyView], storage: str, root: str = "/") -> str:
-    stamp = "-".join(v.stamp for v in views) or "empty"
+def studies_page(
+    views: list[StudyView], storage: str, root: str = "/", unreadable: dict[str, str] | None = None, stamp: str | None = None
+) -> str:
+    """Every readable study's row, and one row per unreadable study saying why (`unreadable`: by name). `stamp`:
+    the one `/api/stamp` answers for these studies (by default, the views')."""
     return _env.get_template("studies.html").render(
         studies=views,
+        unreadable=unreadable or {},
         has_figures=False,
-        **_common(storage, root, True, stamp),
+        **_common(storage, root, True, stamp or "-".join(v.stamp for v in views) or "empty"),
     )
 
 

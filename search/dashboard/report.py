@@ -9,6 +9,7 @@ import optuna
 from search.dashboard.app import DashboardError, open_readonly
 from search.dashboard.pages import study_page
 from search.dashboard.views import study_view
+from search.errors import ConfigError
 from search.outputs import check_output, write_output
 from search.outputs.urls import mask_url
 
@@ -20,4 +21,7 @@ def write_report(storage_url: str, name: str, output: str | Path) -> Path:
         study = optuna.load_study(study_name=name, storage=open_readonly(storage_url))
     except KeyError:
         raise DashboardError(f"no study named {name!r} in {mask_url(storage_url)}; check the name or --storage") from None
-    return write_output(output, study_page(study_view(study), mask_url(storage_url), live=False), "-o", ".html")
+    view = study_view(study)
+    if view.config_error:  # the dashboard shows such a study as a plain Optuna one; a report of it says what status says
+        raise ConfigError(view.config_error)
+    return write_output(output, study_page(view, mask_url(storage_url), live=False), "-o", ".html")

@@ -29,7 +29,7 @@ from search.attrs import (
     ROLE_CONFIRM,
 )
 from search.config import StudyConfig
-from search.errors import ConfigError, PrismSearchError
+from search.errors import ConfigError, PrismSearchError, StudyUnreadable
 from search.storage import scratch_study, trial_id
 from search.storage.records import readable, stored_config
 from search.study import Standing
@@ -152,6 +152,8 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         config = stored_config(study)
     except ConfigError as e:  # a config this version cannot read (another version's fields): show what Optuna has
         config_error = str(e)  # masked by the config loader
+    except StudyUnreadable:
+        raise  # a damaged config: the study's page says what is damaged
     except PrismSearchError:
         pass  # a plain Optuna study
     summary = summarize(study, config) if config is not None else None  # the config parsed once, above

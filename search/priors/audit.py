@@ -106,7 +106,13 @@ def owned_checkpoint(path: str | Path, study: optuna.Study) -> Path:
     is named by it too, search.runner.checkpoints), or an AuditError naming both studies: a model another study of
     the same name wrote is never read for this one."""
     from prism.checkpoint import CheckpointError, read_checkpoint_config
-    from search.storage.records import study_uid
+    from search.storage.records import is_copy, study_uid
+
+    if is_copy(study):
+        raise AuditError(
+            f"study {study.study_name!r} of this storage is a copy of one stored elsewhere, and the models its trials name "
+            f"are that study's ({str(path)!r}); audit the checkpoint folder itself, or resume the copy to train its own"
+        )
 
     try:
         meta = read_checkpoint_config(path)

@@ -12,13 +12,18 @@ A study's models go to CHECKPOINT_DIR/NAME-UID (UID: the id made when the study 
 ATTR_STUDY_UID), and each checkpoint records that id: two storages holding studies of one name never write to one
 folder, and every reader refuses a model another study wrote (search.priors.owned_checkpoint). A study made before studies had
 an id keeps CHECKPOINT_DIR/NAME, where its stored paths point; its checkpoints record no id, so one overwritten by
-another such study of its name cannot be told from its own.
+another such study of its name cannot be told from its own. A copy of a study (its database copied, or
+`optuna.copy_study`) carries its id but not its home: it claims an id of its own the first time a driver runs it
+(search.storage.records.claim_uid), so the copy and its original never write into, or clean up, one folder.
+A trial that ended FAIL keeps no model (an interrupt can stop a trial after its worker saved one).
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+from optuna.trial import TrialState
 
 from search.analysis.summary import is_paired_baseline, pareto_trials, ranked
 from search.attrs import ATTR_CHECKPOINT
@@ -38,18 +43,27 @@ def study_folder(config: StudyConfig, uid: str | None) -> Path:
     return Path(config.checkpoint_dir) / (config.name if uid is None else f"{config.name}-{uid}")
 
 
-def keep_checkpoints(ctx: StudyContext) -> None:
-    """After a trial was told: when keeping "best", delete every checkpoint but those of the best trial, the
-    Pareto front (multi-objective studies) and the paired baseline. Duplicates share their original's
-    directory, so what is kept is decided by path, not by trial."""
+def keep_checkpoints(ctx: StudyContext, uid: str | None) -> None:
+    """After a trial was told, and when a driver starts: remove the models no reader will use, from this study's
+    own folder only (the study with id `uid`; a copy of a study names the original's folders in its trials, never
+    its to clean). A trial that ended FAIL (an error, a lost worker, an interrupt: what still needs training is
+    queued as a new trial) keeps no model; "best" keeps only the best trial's, the Pareto front's and the paired
+    baseline's. Duplicates share their original's directory, so what is kept is decided by path, not by trial.
+    A RUNNING trial's folder is being written: it is never touched."""
     study, config = ctx.study, ctx.config
-    if config.keep_checkpoints != "best":
+    folder = study_folder(config, uid)
+    if config.keep_checkpoints == "none" or not folder.is_dir():
         return
-    competing = ranked(study, config)
-    front = pareto_trials(competing) if len(config.search.objectives) > 1 else []
-    keep_numbers = {t.number for t in competing[:1] + front}
     trials = study.get_trials(deepcopy=False)
-    keep = {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials if t.number in keep_numbers or is_paired_baseline(t.user_attrs, config)}
-    for path in {t.user_attrs.get(ATTR_CHECKPOINT) for t in trials} - keep:
-        if path and Path(path).is_dir():
+    saved = {t.number: Path(path) for t in trials if (path := t.user_attrs.get(ATTR_CHECKPOINT))}
+    doomed = {folder / f"trial-{t.number:05d}" for t in trials if t.state == TrialState.FAIL}
+    keep: set[Path] = set()
+    if config.keep_checkpoints == "best":
+        competing = ranked(study, config)
+        front = pareto_trials(competing) if len(config.search.objectives) > 1 else []
+        keep_numbers = {t.number for t in competing[:1] + front} | {t.number for t in trials if is_paired_baseline(t.user_attrs, config)}
+        keep = {saved[n] for n in keep_numbers if n in saved}
+        doomed |= set(saved.values())
+    for path in doomed - keep:
+        if path.parent == folder and path.is_dir():
             shutil.rmtree(path)

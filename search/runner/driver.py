@@ -53,7 +53,7 @@ from search.runner.undelivered import save_undelivered
 from search.runner.worker import TrialSession, TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
-from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs, study_uid
+from search.storage.records import apply_constraint, claim_uid, enqueue, objective_values, result_attrs, schedule_attrs
 from search.trainers import TrainerTimeout
 
 # what a lost or refused database connection looks like through Optuna's RDBStorage
@@ -172,7 +172,8 @@ class Driver:
         self.idle: list[ray.actor.ActorHandle] = []
         self._last_heartbeat = 0.0
         self.stopped: Reason | None = None  # why a policy stopped the study short of its target
-        self._study_uid = self._db(study_uid, self.study)  # names its checkpoints (search.runner.checkpoints)
+        self._study_uid = self._db(claim_uid, self.study)  # names its checkpoints (search.runner.checkpoints)
+        self._db(keep_checkpoints, ctx, self._study_uid)  # the models an interrupted driver left
 
     # -- the database, always through retries ----------------------------------------------------------
     def _db(self, fn, *args, **kwargs):
@@ -353,7 +354,7 @@ class Driver:
                 f"database unreachable; the result of trial {job.trial.number} is kept in {path}. Bring the "
                 f"database back, then `{resume_command(self.config)}` stores it"
             ) from None
-        self._db(keep_checkpoints, self.ctx)
+        self._db(keep_checkpoints, self.ctx, self._study_uid)
         self._track(job.trial)
         if self.progress:
             self.progress.finished(job.trial.number, state.name, result.final_val_loss)

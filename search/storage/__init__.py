@@ -12,7 +12,9 @@ from search.storage._optuna import (
     stale_trial_ids,
     storage_of,
     storage_url,
+    study_home,
     trial_id,
+    unreadable_studies,
     whole_study,
 )
 from search.storage.database import (
@@ -42,6 +44,8 @@ __all__ = [
     "stale_trial_ids",
     "storage_of",
     "storage_url",
+    "study_home",
     "trial_id",
+    "unreadable_studies",
     "whole_study",
 ]

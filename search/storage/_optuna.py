@@ -10,24 +10,28 @@ tests/test_layout.py checks that no other module imports Optuna's private module
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import hashlib
 import json
 import os
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterator
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import optuna
 import sqlalchemy
 from optuna.distributions import BaseDistribution, json_to_distribution
 from optuna.storages._rdb import models
 from optuna.storages._rdb.storage import _create_scoped_session
+from optuna.study import StudyDirection
+from optuna.study._frozen import FrozenStudy
 from optuna.trial import FrozenTrial, TrialState
 
-from search.errors import StorageError
-from search.outputs.urls import mask_url
+from search.errors import StorageError, StudyUnreadable, Unreadable
+from search.outputs.urls import mask_in, mask_url
 
 
 def storage_of(study: optuna.Study) -> Any:
@@ -137,6 +141,19 @@ def storage_url(study: optuna.Study) -> str:
     return storage_of(study)._backend.url
 
 
+def study_home(study: optuna.Study) -> str:
+    """Where this stored study lives, as a stamp: its database (a SQLite file by device and inode, which moving
+    the file keeps and a copy of it never has; a server's host, port and database) and its id there. A copy made
+    with `sqlite3 .backup`, `cp` or `optuna.copy_study` carries the study's attrs, never its home."""
+    url = sqlalchemy.engine.make_url(storage_url(study))
+    if url.drivername.startswith("sqlite") and url.database not in (None, "", ":memory:"):
+        file = os.stat(url.database)
+        where = f"sqlite:{file.st_dev}:{file.st_ino}"
+    else:
+        where = f"{url.drivername}://{url.host}:{url.port}/{url.database}"
+    return hashlib.blake2b(f"{where}#{study._study_id}".encode(), digest_size=8).hexdigest()
+
+
 def whole_study(study: optuna.Study) -> optuna.Study:
     """The study behind Optuna's Hyperband bracket view: with a HyperbandPruner, Optuna hands samplers a study whose
     trials are one bracket's only (`pruners._filter_study`), so a sampler asking what is already taken must look
@@ -151,7 +168,7 @@ CONTENT_DAMAGE = (ValueError, TypeError, AssertionError)
 
 
 def damaged(url: str, e: BaseException) -> StorageError:
-    """The one line for a database whose content (not its file) is damaged."""
+    """The one line for a database whose schema (not one study's content) is damaged."""
     if isinstance(e, UnicodeDecodeError):
         what = "text that is not UTF-8"
     elif isinstance(e, json.JSONDecodeError):
@@ -166,47 +183,277 @@ def damaged(url: str, e: BaseException) -> StorageError:
 
 
 class ReadingStorage(optuna.storages.RDBStorage):
-    """The RDBStorage of reading commands (status, best, export, report, the dashboard).
+    """The RDBStorage of reading commands (status, best, export, report, the dashboard): the one boundary where
+    stored studies and trials are decoded.
 
-    Trials are read with SQLAlchemy Core into the FrozenTrials Optuna's ORM read builds (`read_trials`): the ORM
-    made ~50 objects per trial, most of a 5,000-trial `status`. Content Optuna cannot decode ends in the one-line
-    damaged-database error (exit 2 in the CLI, a 503 page in the dashboard), not in a traceback from inside Optuna.
+    Studies and trials are read with SQLAlchemy Core, every stored value decoded on its own (`read_studies`,
+    `read_trials`): the ORM made ~50 objects per trial, most of a 5,000-trial `status`, and one value it cannot
+    decode (a state 'BOGUS', text where a number belongs, an attribute that is not JSON) ended every read of every
+    study in a traceback. Here it makes its study unreadable (StudyUnreadable, naming the study, the trial and the
+    field) and nothing else: the storage lists the other studies, and they read as usual.
     """
+
+    def get_all_studies(self) -> list[FrozenStudy]:
+        """The readable studies (`unreadable_studies`: the others)."""
+        return [s for s in read_studies(self.engine) if isinstance(s, FrozenStudy)]
+
+    @contextlib.contextmanager
+    def _closed_when_unreadable(self) -> Iterator[None]:
+        try:
+            yield
+        except StudyUnreadable:
+            self.engine.dispose()  # closed now: SQLite's last close removes the -wal and -shm files of a reader
+            raise
+
+    def _study(self, study_id: int) -> FrozenStudy:
+        found = read_studies(self.engine, study_id)
+        if not found:
+            raise KeyError(models.NOT_FOUND_MSG)
+        if isinstance(found[0], Unreadable):
+            with self._closed_when_unreadable():
+                raise StudyUnreadable(found[0])
+        return found[0]
+
+    def get_study_directions(self, study_id: int) -> list[StudyDirection]:
+        return list(self._study(study_id).directions)
+
+    def get_study_user_attrs(self, study_id: int) -> dict[str, Any]:
+        return self._study(study_id).user_attrs
+
+    def get_study_system_attrs(self, study_id: int) -> dict[str, Any]:
+        return self._study(study_id).system_attrs
 
     def _get_trials(
         self, study_id: int, states: Container[TrialState] | None, included_trial_ids: set[int], trial_id_greater_than: int
     ) -> list[FrozenTrial]:
-        return read_trials(self.engine, study_id, states, included_trial_ids, trial_id_greater_than)
+        with self._closed_when_unreadable(), _no_cycle_collection():
+            return read_trials(self.engine, study_id, states, included_trial_ids, trial_id_greater_than)
+
+    def get_trial(self, trial_id: int) -> FrozenTrial:
+        with self.engine.connect() as conn:
+            study_id = conn.execute(sqlalchemy.select(models.TrialModel.study_id).where(models.TrialModel.trial_id == trial_id)).scalar()
+        if study_id is None:
+            raise KeyError(models.NOT_FOUND_MSG)
+        with self._closed_when_unreadable():
+            return read_trials(self.engine, study_id, None, set(), -1, only=trial_id)[0]
+
+    def get_trial_param(self, trial_id: int, param_name: str) -> float:
+        trial = self.get_trial(trial_id)
+        return trial.distributions[param_name].to_internal_repr(trial.params[param_name])
+
+    def get_trial_user_attrs(self, trial_id: int) -> dict[str, Any]:
+        return self.get_trial(trial_id).user_attrs
+
+    def get_trial_system_attrs(self, trial_id: int) -> dict[str, Any]:
+        return self.get_trial(trial_id).system_attrs
 
 
-def _guarded(read: Callable) -> Callable:
-    @functools.wraps(read)
-    def guarded(self: ReadingStorage, *args, **kwargs):
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Reading thousands of trials allocates objects that all live on: the cycle collector would scan them again
+    and again and free nothing (a fifth of a 2,000-trial read here). Reference counting still frees the rest."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def unreadable_studies(storage: optuna.storages.BaseStorage) -> list[Unreadable]:
+    """The studies of a reading storage (cached or not) whose own stored data (name, directions, attrs) cannot be
+    decoded: `get_all_studies` leaves them out."""
+    backend: Any = getattr(storage, "_backend", storage)
+    return [s for s in read_studies(backend.engine) if isinstance(s, Unreadable)]
+
+
+def _fetch(conn: sqlalchemy.Connection, query: Any) -> list:
+    """The rows of `query`. SQLite's driver ends a whole query on text that is not UTF-8 (every study's, with it):
+    such a query is run once more with that text handed back as its bytes, for the decoders to name. PostgreSQL
+    refuses such text when it is written."""
+    try:
+        return list(conn.execute(query))
+    except sqlalchemy.exc.OperationalError as e:
+        if "decode to UTF-8" not in str(e.orig):
+            raise
+    driver: Any = conn.connection.driver_connection
+    driver.text_factory = _text_or_bytes
+    try:
+        return list(conn.execute(query))
+    finally:
+        driver.text_factory = str
+
+
+def _text_or_bytes(data: bytes) -> str | bytes:
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return data
+
+
+# What a decoder raises on a stored value it cannot decode: JSON that is not JSON, NULL where a value belongs
+# (TypeError, or Optuna's AssertionError), an unknown state or direction (KeyError), a category index past its
+# choices (IndexError), a date that is no date (ValueError).
+DECODE_ERRORS = (ValueError, TypeError, LookupError, AssertionError, AttributeError)
+SHOWN_CHARS = 40
+METRIC_NAMES = "study:metric_names"  # where Optuna stores `set_metric_names`
+
+
+def _problem(value: object, what: str) -> str:
+    if value is None:
+        return "is NULL"
+    if isinstance(value, bytes):
+        return "holds bytes that are not UTF-8 text"
+    shown = mask_in(repr(value))  # a password in a misplaced URL is never shown
+    return f"holds {shown if len(shown) <= SHOWN_CHARS else shown[: SHOWN_CHARS - 3] + '...'}, not {what}"
+
+
+def _whole(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(value)
+    return value
+
+
+def _number(value: object) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(value)
+    return float(value)
+
+
+def _key(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
+def _external(distribution: BaseDistribution, value: object) -> Any:
+    return distribution.to_external_repr(_number(value))  # a category index past its choices: IndexError
+
+
+def _intermediate(kind: object, value: object) -> float:
+    I = models.TrialIntermediateValueModel
+    value_type = I.TrialIntermediateValueType[kind]  # type: ignore[misc]
+    return I.stored_repr_to_intermediate_value(_number(value) if value_type == I.TrialIntermediateValueType.FINITE else None, value_type)
+
+
+def _json(value: object) -> Any:
+    if not isinstance(value, str):  # json.loads would also take bytes, guessing their encoding
+        raise TypeError(value)
+    return json.loads(value)
+
+
+class _Decoder:
+    """Decodes the stored values of one study one at a time: the first it cannot decode ends the read with
+    StudyUnreadable naming the study, the trial and the field."""
+
+    def __init__(self, study: str, dialect: sqlalchemy.Dialect):
+        self.study = study
+        start = models.TrialModel.__table__.c.datetime_start.type.dialect_impl(dialect).result_processor(dialect, None)  # SQLite: text
+        self.time: Callable[[Any], Any] = start or (lambda v: v)
+
+    def __call__(self, value: Any, decode: Callable[[Any], Any], what: str, field: str, trial: int | None = None) -> Any:
         try:
-            return read(self, *args, **kwargs)
-        except CONTENT_DAMAGE as e:
-            self.engine.dispose()  # closed now: SQLite's last close removes the -wal and -shm files of a reader
-            raise damaged(self.url, e) from None
+            return decode(value)
+        except DECODE_ERRORS:
+            raise StudyUnreadable(Unreadable(self.study, field, _problem(value, what), trial)) from None
 
-    return guarded
+    def fail(self, field: str, problem: str, trial: int | None = None) -> NoReturn:
+        raise StudyUnreadable(Unreadable(self.study, field, problem, trial))
+
+    def attrs(self, rows: list, kind: str, trial: int | None = None) -> dict[str, Any]:
+        try:  # the common case in one pass: most of what a large study stores is attrs
+            return {_key(name): _json(value_json) for name, value_json in rows}
+        except DECODE_ERRORS:
+            pass  # decoded one by one below, which names the first that fails
+        out = {}
+        for name, value_json in rows:
+            key = self(name, _key, "text", f"{kind} attr key", trial)
+            out[key] = self(value_json, _json, "JSON", f"{kind} attr {key!r}", trial)
+        return out
+
+    def steps(self, rows: list, trial: int) -> dict[int, float]:
+        try:  # the common case in one pass: a learning curve is many steps
+            return {_whole(step): _intermediate(kind, value) for step, value, kind in rows}
+        except DECODE_ERRORS:
+            pass  # decoded one by one below, which names the first that fails
+        out = {}
+        for step, value, kind in rows:
+            at = self(step, _whole, "a step", "intermediate step", trial)
+            self(
+                kind,
+                lambda v: models.TrialIntermediateValueModel.TrialIntermediateValueType[v],
+                "a value type",
+                f"intermediate value type at step {at}",
+                trial,
+            )
+            out[at] = self(value, functools.partial(_intermediate, kind), "a number", f"intermediate value at step {at}", trial)
+        return out
+
+    def when(self, value: Any, field: str, trial: int) -> datetime | None:
+        def decode(v: Any) -> datetime | None:
+            parsed = None if v is None else self.time(v)
+            if parsed is not None and not isinstance(parsed, datetime):
+                raise TypeError(v)
+            return parsed
+
+        return _local(self(value, decode, "a date and time", field, trial))
 
 
-for _read in (  # every read that decodes stored rows (Optuna's _CachedStorage reads trials through `_get_trials`)
-    "get_study_id_from_name",
-    "get_study_name_from_id",
-    "get_study_directions",
-    "get_study_user_attrs",
-    "get_study_system_attrs",
-    "get_all_studies",
-    "get_trial",
-    "get_trial_param",
-    "get_trial_user_attrs",
-    "get_trial_system_attrs",
-    "get_all_trials",
-    "_get_trials",
-    "get_best_trial",
-):
-    setattr(ReadingStorage, _read, _guarded(getattr(ReadingStorage, _read)))
+def _raw(column: Any) -> Any:
+    """A column as the database driver returns it: decoded by `_Decoder`, value by value, not by SQLAlchemy for the
+    whole query."""
+    return sqlalchemy.type_coerce(column, sqlalchemy.types.NullType())
+
+
+def read_studies(engine: sqlalchemy.Engine, study_id: int | None = None) -> list[FrozenStudy | Unreadable]:
+    """Every study (or the one `study_id`) as Optuna's `get_all_studies` builds it, or, for a study one of whose
+    stored values cannot be decoded, what it holds there."""
+    S, D, U, Y = models.StudyModel, models.StudyDirectionModel, models.StudyUserAttributeModel, models.StudySystemAttributeModel
+    where = [] if study_id is None else [S.study_id == study_id]
+    with engine.connect() as conn:
+        studies = _fetch(conn, sqlalchemy.select(S.study_id, _raw(S.study_name)).where(*where).order_by(S.study_id))
+        ids = [s[0] for s in studies]
+
+        def rows(model, *columns) -> dict[int, list]:
+            found: dict[int, list] = {}
+            query = sqlalchemy.select(model.study_id, *columns).where(model.study_id.in_(ids)).order_by(columns[0])
+            for study, *values in _fetch(conn, query):
+                found.setdefault(study, []).append(values)
+            return found
+
+        directions = rows(D, _raw(D.objective), _raw(D.direction))
+        user = rows(U, _raw(U.key), _raw(U.value_json))
+        system = rows(Y, _raw(Y.key), _raw(Y.value_json))
+    out: list[FrozenStudy | Unreadable] = []
+    for sid, name in studies:
+        shown = name.decode(errors="backslashreplace") if isinstance(name, bytes) else str(name)
+        decode = _Decoder(shown, engine.dialect)
+        try:
+            decode(name, _key, "text", "name")
+            objectives = {decode(o, _whole, "an objective index", "direction's objective"): d for o, d in directions.get(sid, [])}
+            if sorted(objectives) != list(range(len(objectives))) or not objectives:
+                decode.fail("directions", f"are stored for objectives {sorted(objectives)}, not 0 to n-1")
+            system_attrs = decode.attrs(system.get(sid, []), "system")
+            names = system_attrs.get(METRIC_NAMES)  # Optuna's readers take it as it is
+            if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                decode.fail(f"system attr {METRIC_NAMES!r}", _problem(names, "a list of metric names"))
+            out.append(
+                FrozenStudy(
+                    study_name=name,
+                    direction=None,
+                    directions=[
+                        decode(objectives[k], lambda v: StudyDirection[v], "a direction", f"direction of objective {k}")
+                        for k in range(len(objectives))
+                    ],
+                    user_attrs=decode.attrs(user.get(sid, []), "user"),
+                    system_attrs=system_attrs,
+                    study_id=sid,
+                )
+            )
+        except StudyUnreadable as e:
+            out.append(e.unreadable)
+    return out
 
 
 def read_trials(
@@ -215,10 +462,11 @@ def read_trials(
     states: Container[TrialState] | None,
     included_trial_ids: set[int],
     trial_id_greater_than: int,
+    only: int | None = None,
 ) -> list[FrozenTrial]:
     """What `RDBStorage._get_trials` returns (the same trials, equal field by field, attrs in the order SQLite's
     unique (trial, key) index gives Optuna's read), read as plain rows: one query per table, each filtered by the
-    same trials."""
+    same trials. `only`: that one trial. A value that cannot be decoded raises StudyUnreadable naming it."""
     T = models.TrialModel
     where = [T.study_id == study_id]
     if states is not None:
@@ -227,13 +475,21 @@ def read_trials(
     if trial_id_greater_than > -1:
         newer = T.trial_id > trial_id_greater_than
         where.append(sqlalchemy.or_(T.trial_id.in_(included), newer) if included else newer)
+    if only is not None:
+        where.append(T.trial_id == only)
     ids = sqlalchemy.select(T.trial_id).where(*where)
 
-    def rows(*columns, order) -> list:
-        return list(conn.execute(sqlalchemy.select(*columns).where(columns[0].in_(ids)).order_by(order)))
+    def rows(*columns, order) -> dict[int, list]:
+        found: dict[int, list] = {}
+        for trial, *values in _fetch(conn, sqlalchemy.select(*columns).where(columns[0].in_(ids)).order_by(order)):
+            found.setdefault(trial, []).append(values)
+        return found
 
     with engine.connect() as conn:
-        if conn.execute(sqlalchemy.select(models.StudyModel.study_id).where(models.StudyModel.study_id == study_id)).first() is None:
+        name = next(
+            iter(_fetch(conn, sqlalchemy.select(_raw(models.StudyModel.study_name)).where(models.StudyModel.study_id == study_id))), None
+        )
+        if name is None:
             raise KeyError(models.NOT_FOUND_MSG)
         P, V, U, S, I = (
             models.TrialParamModel,
@@ -242,50 +498,62 @@ def read_trials(
             models.TrialSystemAttributeModel,
             models.TrialIntermediateValueModel,
         )
-        trials = list(
-            conn.execute(
-                sqlalchemy.select(T.trial_id, T.number, T.state, T._datetime_start_utc, T._datetime_complete_utc)
-                .where(*where)
-                .order_by(T.trial_id)
+        trials = _fetch(
+            conn,
+            sqlalchemy.select(T.trial_id, _raw(T.number), _raw(T.state), _raw(T._datetime_start_utc), _raw(T._datetime_complete_utc))
+            .where(*where)
+            .order_by(T.trial_id),
+        )
+        params = rows(P.trial_id, _raw(P.param_name), _raw(P.param_value), _raw(P.distribution_json), order=P.param_id)
+        values = rows(V.trial_id, _raw(V.objective), _raw(V.value), _raw(V.value_type), order=V.trial_value_id)
+        user = rows(U.trial_id, _raw(U.key), _raw(U.value_json), order=U.key)
+        system = rows(S.trial_id, _raw(S.key), _raw(S.value_json), order=S.key)
+        steps = rows(I.trial_id, _raw(I.step), _raw(I.intermediate_value), _raw(I.intermediate_value_type), order=I.step)
+    decode = _Decoder(name[0].decode(errors="backslashreplace") if isinstance(name[0], bytes) else str(name[0]), engine.dialect)
+    parsed: dict[str, BaseDistribution] = {}
+
+    def distribution(text: object) -> BaseDistribution:
+        key = _key(text)
+        return parsed.get(key) or parsed.setdefault(key, json_to_distribution(key))
+
+    out = []
+    for trial_id_, number, state, start, complete in trials:
+        n = decode(number, _whole, "a trial number", f"number (trial id {trial_id_})")
+        trial_params, distributions = {}, {}
+        for param, value, distribution_json in params.get(trial_id_, []):
+            param = decode(param, _key, "text", "param name", n)
+            dist = distributions[param] = decode(
+                distribution_json, distribution, "an Optuna distribution", f"distribution of param {param!r}", n
+            )
+            trial_params[param] = decode(value, functools.partial(_external, dist), "a value of its distribution", f"param {param!r}", n)
+        objectives = {}
+        for objective, value, kind in values.get(trial_id_, []):
+            k = decode(objective, _whole, "an objective index", "objective index", n)
+            value_type = decode(kind, lambda v: V.TrialValueType[v], "a value type", f"value type of objective {k}", n)
+            finite = value_type == V.TrialValueType.FINITE
+            objectives[k] = V.stored_repr_to_value(
+                decode(value, _number, "a number", f"value of objective {k}", n) if finite else None, value_type
+            )
+        if sorted(objectives) != list(range(len(objectives))):
+            decode.fail("values", f"are stored for objectives {sorted(objectives)}, not 0 to n-1", n)
+        intermediate = decode.steps(steps.get(trial_id_, []), n)
+        out.append(
+            FrozenTrial(
+                number=n,
+                state=decode(state, lambda v: TrialState[v], "a trial state", "state", n),
+                value=None,
+                values=[objectives[k] for k in range(len(objectives))] or None,
+                datetime_start=decode.when(start, "start time", n),
+                datetime_complete=decode.when(complete, "completion time", n),
+                params=trial_params,
+                distributions=distributions,
+                user_attrs=decode.attrs(user.get(trial_id_, []), "user", n),
+                system_attrs=decode.attrs(system.get(trial_id_, []), "system", n),
+                intermediate_values=intermediate,
+                trial_id=trial_id_,
             )
         )
-        params = rows(P.trial_id, P.param_name, P.param_value, P.distribution_json, order=P.param_id)
-        values = rows(V.trial_id, V.objective, V.value, V.value_type, order=V.trial_value_id)
-        user = rows(U.trial_id, U.key, U.value_json, order=U.key)
-        system = rows(S.trial_id, S.key, S.value_json, order=S.key)
-        steps = rows(I.trial_id, I.step, I.intermediate_value, I.intermediate_value_type, order=I.step)
-    by_trial: dict[int, dict[str, Any]] = {
-        t.trial_id: {"values": {}, "params": {}, "distributions": {}, "user": {}, "system": {}, "steps": {}} for t in trials
-    }
-    parsed: dict[str, BaseDistribution] = {}
-    for trial, name, value, distribution_json in params:
-        distribution = parsed.get(distribution_json) or parsed.setdefault(distribution_json, json_to_distribution(distribution_json))
-        by_trial[trial]["params"][name] = distribution.to_external_repr(value)
-        by_trial[trial]["distributions"][name] = distribution
-    for trial, objective, value, kind in values:
-        by_trial[trial]["values"][objective] = V.stored_repr_to_value(value, kind)
-    for table, key in ((user, "user"), (system, "system")):
-        for trial, name, value_json in table:
-            by_trial[trial][key][name] = json.loads(value_json)
-    for trial, step, value, kind in steps:
-        by_trial[trial]["steps"][step] = I.stored_repr_to_intermediate_value(value, kind)
-    return [
-        FrozenTrial(
-            number=t.number,
-            state=t.state,
-            value=None,
-            values=[by_trial[t.trial_id]["values"][k] for k in range(len(by_trial[t.trial_id]["values"]))] or None,
-            datetime_start=_local(t[3]),
-            datetime_complete=_local(t[4]),
-            params=by_trial[t.trial_id]["params"],
-            distributions=by_trial[t.trial_id]["distributions"],
-            user_attrs=by_trial[t.trial_id]["user"],
-            system_attrs=by_trial[t.trial_id]["system"],
-            intermediate_values=by_trial[t.trial_id]["steps"],
-            trial_id=t.trial_id,
-        )
-        for t in trials
-    ]
+    return out
 
 
 def _local(utc: datetime | None) -> datetime | None:
@@ -305,11 +573,12 @@ def change_stamp(storage: optuna.storages.BaseStorage, study_name: str) -> str:
         return sqlalchemy.select(sqlalchemy.func.count()).select_from(model).where(model.trial_id.in_(mine)).scalar_subquery()
 
     with rdb.engine.connect() as conn:
-        states = conn.execute(sqlalchemy.select(T.state, sqlalchemy.func.count()).where(T.study_id == study_id).group_by(T.state)).all()
+        state = _raw(T.state)  # as stored: a state no trial can have changes the stamp too, never ends it
+        states = conn.execute(sqlalchemy.select(state, sqlalchemy.func.count()).where(T.study_id == study_id).group_by(state)).all()
         counts = conn.execute(
             sqlalchemy.select(
                 count(models.TrialIntermediateValueModel), count(models.TrialUserAttributeModel), count(models.TrialValueModel)
             )
         ).one()
-    text = f"{study_id}:{sorted((s.name, n) for s, n in states)}:{tuple(counts)}"
+    text = f"{study_id}:{sorted((repr(s), n) for s, n in states)}:{tuple(counts)}"
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()

@@ -7,6 +7,7 @@ a corpus that changed.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from search.attrs import (
     ATTR_CHECKPOINT,
     ATTR_CHECKPOINT_ERROR,
     ATTR_CONFIG,
+    ATTR_STUDY_HOME,
     ATTR_STUDY_UID,
     CURVE,
     DUPLICATE_ATTR,
@@ -48,8 +50,9 @@ from search.attrs import (
     heads_attr,
 )
 from search.config import OBJECTIVES, Flags, StudyConfig, parse_config
-from search.errors import ConfigError, PrismSearchError
+from search.errors import ConfigError, PrismSearchError, StudyUnreadable, Unreadable
 from search.outputs.urls import mask_in
+from search.storage import study_home
 
 if TYPE_CHECKING:
     from prism import Schedule, TrainResult
@@ -190,10 +193,20 @@ def stored_config(study: optuna.Study, flags: Flags | None = None) -> StudyConfi
     if raw is None:
         raise PrismSearchError(f"study {study.study_name!r} was not created by prism-search (no stored config)")
     source = f"stored config of study {study.study_name!r}"
+    if not isinstance(raw, str):  # the writer stores the config's JSON text
+        raise StudyUnreadable(
+            Unreadable(study.study_name, f"user attr {ATTR_CONFIG!r}", f"holds {type(raw).__name__}, not the config's JSON text")
+        )
     try:
-        return parse_config(json.loads(raw), source, stored=True, flags=flags)
+        parsed = json.loads(raw)
     except json.JSONDecodeError as e:
         raise ConfigError(f"{source}: not valid JSON ({e}); the study attr {ATTR_CONFIG!r} was changed outside prism-search") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(
+            f"{source}: holds a JSON {type(parsed).__name__}, not a table; the study attr {ATTR_CONFIG!r} was changed outside prism-search"
+        )
+    try:
+        return parse_config(parsed, source, stored=True, flags=flags)
     except ConfigError as e:
         if "with the command line's --" in str(e):
             raise  # a flag out of bounds: its message names it
@@ -208,10 +221,34 @@ def study_uid(study: optuna.Study) -> str | None:
     return uid if isinstance(uid, str) else None
 
 
+def claim_uid(study: optuna.Study) -> str | None:
+    """The id a driver writes this study's checkpoints under (search.runner.checkpoints): its stored id, claimed for
+    where the study lives (`study_home`). A copy of the study (its database copied, or `optuna.copy_study`) carries
+    the id but not the home: the first time it writes it gets an id of its own, so it never writes into, or cleans
+    up, the folder of the study it was copied from."""
+    uid = study_uid(study)
+    if uid is None:
+        return None  # a study made before ids: its folder is its name's
+    home, here = study.user_attrs.get(ATTR_STUDY_HOME), study_home(study)
+    if home == here:
+        return uid
+    if home is not None:
+        uid = uuid.uuid4().hex
+        study.set_user_attr(ATTR_STUDY_UID, uid)
+    study.set_user_attr(ATTR_STUDY_HOME, here)
+    return uid
+
+
+def is_copy(study: optuna.Study) -> bool:
+    """A copy of a study stored elsewhere that has not written yet: the models its trials name are the original's."""
+    home = study.user_attrs.get(ATTR_STUDY_HOME)
+    return home is not None and home != study_home(study)
+
+
 def find_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
     """The stored study `name` as Optuna opens it (default sampler: for reading), or one line naming the studies there."""
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        names = ", ".join(s.study_name for s in optuna.get_all_study_summaries(storage)) or "none"
+        names = ", ".join(s.study_name for s in storage.get_all_studies()) or "none"  # names only: no study's trials
         raise PrismSearchError(f"no study named {name!r} in this storage (studies: {names}); check the name or --storage") from None

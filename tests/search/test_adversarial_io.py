@@ -65,6 +65,14 @@ def test_a_study_name_that_is_not_a_plain_path_component_is_refused(study_toml, 
     refused(monkeypatch, capsys, tmp_path, ("run", "T.toml"), "T.toml: name:", "fix")
 
 
+def test_a_bad_storage_field_is_refused_when_the_command_line_gives_another(study_toml, tmp_path, monkeypatch, capsys):
+    """The file's field is validated whatever the flag says: nothing is created, nothing trains."""
+    study_toml(("n_trials = 5", "n_trials = 5\nstorage = 5"), name="T.toml")
+    refused(
+        monkeypatch, capsys, tmp_path, ("run", "T.toml", "--storage", f"sqlite:///{tmp_path / 'x.db'}"), "T.toml: storage: 5 is a number"
+    )
+
+
 # --- item 12: numbers, environment values and TOML files ------------------------------------------------------------
 @pytest.mark.parametrize(
     "args, names",

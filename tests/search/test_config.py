@@ -39,6 +39,25 @@ def test_the_command_lines_flags_are_checked_by_the_configs_own_bounds():
 
 
 @pytest.mark.parametrize(
+    "field, message",
+    [
+        ({"storage": 5}, "config: storage: 5 is a number where a string is expected"),
+        ({"storage": ["postgresql+psycopg://ada:s3cret@db/prism"]}, "config: storage: .*ada:\\*\\*\\*@db/prism"),
+        ({"n_trials": 0}, "config: n_trials: .*greater than 0"),
+        ({"n_trials": "5"}, 'config: n_trials: "5" is a string where a number is expected'),
+        ({"resources": 5}, "config: resources: 5 is a number where a table is expected"),
+        ({"resources": {"workers": 0}}, "config: resources.workers: .*greater than 0"),
+    ],
+)
+def test_a_field_a_flag_replaces_is_still_checked_as_the_file_wrote_it(field, message):
+    flags = Flags(storage="sqlite:///f.db", n_trials=3, workers=2)
+    with pytest.raises(ConfigError, match=f"^{message}") as info:
+        parse_config({"name": "x"} | field, flags=flags)
+    assert "s3cret" not in str(info.value)
+    assert parse_config({"name": "x", "storage": "sqlite:///file.db", "n_trials": 9}, flags=flags).storage == "sqlite:///f.db"
+
+
+@pytest.mark.parametrize(
     "data, message",
     [
         ({"name": "x", "modle": {}}, "config.*modle: unknown field"),

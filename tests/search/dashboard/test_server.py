@@ -4,6 +4,7 @@ import base64
 import contextlib
 import hashlib
 import re
+import resource
 import socket
 import threading
 import time
@@ -16,9 +17,9 @@ from search.dashboard.app import SERVER_THREADS
 
 
 @contextlib.contextmanager
-def serving(url: str, idle_timeout_s: int = 30):
+def serving(url: str, idle_timeout_s: int = 30, request_deadline_s: float = 10):
     app = Dashboard(url)
-    server = make_server_for(url, "127.0.0.1", 0, app, idle_timeout_s=idle_timeout_s)
+    server = make_server_for(url, "127.0.0.1", 0, app, idle_timeout_s=idle_timeout_s, request_deadline_s=request_deadline_s)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -93,3 +94,50 @@ def test_head_and_get_answer_over_the_server(dash_url, method):
         body = response.read()
     assert response.status == 200 and int(response.headers["Content-Length"]) > 0
     assert (body == b"") == (method == "HEAD")
+
+
+SLOW_CLIENTS = 3000
+
+
+@pytest.mark.e2e
+def test_a_normal_client_is_answered_while_three_thousand_slow_clients_trickle_bytes(dash_url):
+    """Slowloris on loopback, bounded: 3,000 connections each sending a header byte every half second for 8 s (an
+    idle timer, restarted by every byte, never closes one). Every normal request meanwhile answers within 2 s, and
+    each slow connection is closed once its request deadline (here 2 s) has passed, however it trickles."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 2 * SLOW_CLIENTS + 500  # both ends of each connection live in this process
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"needs {needed} open files; this system allows {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, needed), hard))
+    with serving(dash_url, idle_timeout_s=30, request_deadline_s=2) as port:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/stamp?study=prism", timeout=30).read()  # the study read once
+        slow = []
+        try:
+            for _ in range(SLOW_CLIENTS):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                sock.sendall(b"GET /study/prism HTTP/1.1\r\n")
+                sock.setblocking(False)
+                slow.append(sock)
+            took, closed = [], set()
+            ends = time.monotonic() + 8
+            while time.monotonic() < ends:
+                for k, sock in enumerate(slow):
+                    if k not in closed:
+                        try:
+                            sock.send(b"X")  # one byte of a header that never ends
+                        except OSError:
+                            closed.add(k)
+                started = time.monotonic()
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/api/stamp?study=prism", timeout=30).read()
+                took.append(time.monotonic() - started)
+                assert b'"stamp"' in body
+                time.sleep(0.5)
+            for k, sock in enumerate(slow):
+                with contextlib.suppress(BlockingIOError):
+                    if k not in closed and sock.recv(1024) == b"":
+                        closed.add(k)
+        finally:
+            for sock in slow:
+                sock.close()
+    assert max(took) < 2, took
+    assert len(closed) == SLOW_CLIENTS, len(closed)

@@ -1,9 +1,11 @@
 """keep_checkpoints on a real local Ray study; user corpora and trial checkpoints through the one trial entry point."""
 
+import contextlib
 import dataclasses
 import errno
 import math
 import os
+import sqlite3
 from pathlib import Path
 
 import optuna
@@ -15,14 +17,15 @@ from optuna.trial import TrialState
 from prism import PrismLM, load_checkpoint, save_checkpoint
 from search.analysis.summary import summarize
 from search.config import parse_config
-from search.errors import ConfigError
-from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
+from search.errors import AuditError, ConfigError
+from search.priors.audit import owned_checkpoint
+from search.runner.checkpoints import keep_checkpoints, study_folder, trial_checkpoint_dir
 from search.runner.driver import Driver
 from search.runner.messages import Finished
 from search.runner.preflight import check_corpus
 from search.runner.worker import TrialSession, TrialSpec, run_trial
 from search.storage import open_storage
-from search.storage.records import study_uid
+from search.storage.records import claim_uid, is_copy, study_uid
 from search.study.create import open_study, store_config
 from search.study.pruning import make_stopping
 from tests.search.test_priors_cli import cli
@@ -92,9 +95,10 @@ def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
     ctx = open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
     study = ctx.study
     study.tell(study.ask(), 9.0)  # the enqueued baseline (trial 0) had no checkpoint here: give it none
-    dirs = {name: tmp_path / name for name in ("best", "worse", "baseline")}
+    folder = study_folder(tiny_config, study_uid(study))
+    dirs = {name: folder / f"trial-{number:05d}" for number, name in ((1, "best"), (2, "worse"), (4, "baseline"))}
     for path in dirs.values():
-        path.mkdir()
+        path.mkdir(parents=True)
     for value, name, extra in [(1.0, "best", {}), (2.0, "worse", {}), (1.0, "best", {"duplicate_of": 1})]:
         study.add_trial(
             optuna.trial.create_trial(
@@ -107,8 +111,58 @@ def test_best_keeps_a_checkpoint_that_a_duplicate_shares(tiny_config, tmp_path):
             value=3.0, user_attrs={"role": "baseline", "seed": tiny_config.seed, "schedule": "2x4", "checkpoint": str(dirs["baseline"])}
         )
     )
-    keep_checkpoints(dataclasses.replace(ctx, config=tiny_config.model_copy(update={"keep_checkpoints": "best"})))
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name in dirs) == ["baseline", "best"]
+    keep_checkpoints(dataclasses.replace(ctx, config=tiny_config.model_copy(update={"keep_checkpoints": "best"})), study_uid(study))
+    assert sorted(p for p in folder.iterdir()) == sorted([dirs["best"], dirs["baseline"]])
+
+
+@pytest.mark.parametrize("keep", ["all", "best"])
+def test_the_model_of_a_trial_that_ended_fail_is_removed_and_a_running_ones_is_not(tiny_config, tmp_path, keep):
+    """An interrupt can stop a trial after its worker saved the model: the trial is FAIL, its folder named by no
+    attr. The clean-up removes it whatever keep_checkpoints keeps; a RUNNING trial's folder is being written."""
+    config = tiny_config.model_copy(update={"keep_checkpoints": keep})
+    ctx = open_study(config, open_storage(config.storage), check_corpus(config))
+    study, uid = ctx.study, claim_uid(ctx.study)
+    folders = [Path(trial_checkpoint_dir(config, uid, n)) for n in (0, 1, 2)]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    baseline = study.ask()  # the enqueued paired baseline, trial 0
+    baseline.set_user_attr("checkpoint", str(folders[0]))
+    study.tell(baseline, 3.0)
+    failed, _running = study.ask(), study.ask()
+    study.tell(failed, state=TrialState.FAIL)
+    keep_checkpoints(ctx, uid)
+    assert [f.is_dir() for f in folders] == [True, False, True], keep
+
+
+def test_a_copied_study_claims_its_own_folder_and_never_cleans_the_originals(tiny_config, tmp_path):
+    """`sqlite3 .backup` and `optuna.copy_study` carry the study's id: the copy claims one of its own the first time
+    it writes, the original keeps its own, and the copy's clean-up never reaches the original's models."""
+    ctx = open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
+    original = ctx.study
+    uid = claim_uid(original)
+    original.tell(original.ask(), 3.0)  # the paired baseline, kept by "best"
+    trial = original.ask()  # a worse search trial: "best" removes its model, in its own study's folder only
+    folder = Path(trial_checkpoint_dir(tiny_config, uid, trial.number))
+    folder.mkdir(parents=True)
+    trial.set_user_attr("checkpoint", str(folder))
+    original.tell(trial, 5.0)
+    copied = tmp_path / "copy.db"
+    source, target = sqlite3.connect(tiny_config.storage.removeprefix("sqlite:///")), sqlite3.connect(copied)
+    with contextlib.closing(source), contextlib.closing(target):
+        source.backup(target)  # what `sqlite3 .backup` does
+    optuna.copy_study(from_study_name="tiny", from_storage=tiny_config.storage, to_storage=f"sqlite:///{tmp_path / 'copied.db'}")
+    for url in (f"sqlite:///{copied}", f"sqlite:///{tmp_path / 'copied.db'}"):
+        config = tiny_config.model_copy(update={"storage": url})
+        copy = open_study(config, open_storage(url), check_corpus(config)).study
+        assert study_uid(copy) == uid and is_copy(copy)  # before it writes: the original's id, not its home
+        with pytest.raises(AuditError, match="is a copy of one stored elsewhere"):
+            owned_checkpoint(folder, copy)  # the model its trial names is the original's
+        mine = claim_uid(copy)
+        assert mine not in (None, uid) and study_uid(copy) == mine and not is_copy(copy) and claim_uid(copy) == mine
+        study_folder(config, mine).mkdir(parents=True)
+        keep_checkpoints(open_study(config, open_storage(url), check_corpus(config)), mine)
+        assert folder.is_dir()  # named by the copy's trial 1, in the original's folder: not the copy's to remove
+    assert claim_uid(original) == uid and not is_copy(original)
 
 
 def test_study_config_corpus_errors_are_one_line(tmp_path):
@@ -206,3 +260,24 @@ def test_same_named_studies_in_two_storages_never_share_a_model(monkeypatch, ray
     assert paths[0] != paths[1] and all(Path(p).is_dir() for p in paths)
     storage_a = f"sqlite:///{tmp_path / 'a.db'}"
     assert cli(monkeypatch, "audit", "tiny:baseline", "-o", tmp_path / "p.json", "--storage", storage_a) == 0
+
+
+@pytest.mark.e2e
+def test_a_copied_database_resumed_writes_its_own_checkpoints(monkeypatch, ray_local, tiny_config, tmp_path):
+    """The case that lost a model: a database copied with `sqlite3 .backup` kept the study's id, so both copies
+    wrote CHECKPOINT_DIR/NAME-ID/trial-N and one's clean-up deleted the other's models. Real Ray, real workers."""
+    search = tiny_config.search.model_copy(update={"baseline_seeds": 1})
+    config = tiny_config.model_copy(update={"n_trials": 1, "search": search})
+    ctx = open_study(config, open_storage(config.storage), check_corpus(config))
+    Driver(ctx, stopping=make_stopping(ctx)).run(1, n_workers=1)
+    original = ctx.study.trials[0].user_attrs["checkpoint"]
+    source, target = sqlite3.connect(config.storage.removeprefix("sqlite:///")), sqlite3.connect(tmp_path / "copy.db")
+    with contextlib.closing(source), contextlib.closing(target):
+        source.backup(target)
+    copy_config = config.model_copy(update={"storage": f"sqlite:///{tmp_path / 'copy.db'}", "n_trials": 2})
+    copy = open_study(copy_config, open_storage(copy_config.storage), check_corpus(copy_config))
+    Driver(copy, stopping=make_stopping(copy)).run(2, n_workers=1)
+    written = copy.study.trials[-1].user_attrs["checkpoint"]
+    assert study_uid(copy.study) not in (None, study_uid(ctx.study)) and study_uid(copy.study) in written
+    assert load_checkpoint(written)[1]["study_uid"] == study_uid(copy.study) and Path(original).is_dir()
+    assert cli(monkeypatch, "audit", "tiny:baseline", "-o", tmp_path / "p.json", "--storage", config.storage) == 0

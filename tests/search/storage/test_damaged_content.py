@@ -1,8 +1,11 @@
 """Damaged content, not a damaged file: a SQLite database that opens and has the complete schema, but holds text
-that is not UTF-8, an attribute that is not JSON or a NULL objective value. Every reading command answers with its
-one-line damaged-database error (exit 2), never a traceback from inside Optuna; the dashboard answers 503 and
-recovers, without a restart, once the file is replaced."""
+that is not UTF-8, an attribute that is not JSON or a NULL objective value. Damage in the schema itself is the
+whole storage's one-line error (exit 2); damage inside a study makes that study unreadable, named with its trial
+and field: every command naming it says so in one line (exit 2), `status` of the whole storage names it and
+reads on, and the dashboard's pages say what is damaged, and read the study again once the file is replaced.
+tests/search/storage/test_damage_matrix.py has every kind of damaged value beside an intact study."""
 
+import html
 import random
 import shutil
 import sys
@@ -14,7 +17,7 @@ from search.cli import main
 from search.dashboard import Dashboard
 from tests.search.storage.test_read_only import assert_one_line, cli, edit, get_page, snapshot
 
-READERS = [["status"], ["status", "s"], ["best", "s"], ["export", "s"], ["report", "s", "-o", "report.html"], ["audit", "s:1"]]
+READERS = [["status", "s"], ["best", "s"], ["export", "s"], ["report", "s", "-o", "report.html"], ["audit", "s:1"]]
 
 
 def undecodable_table_name(path: Path) -> None:
@@ -29,13 +32,14 @@ DAMAGE = {  # name: (damage a copy of a good database, the words of its one line
     "table name not UTF-8": (undecodable_table_name, "damaged database: it holds text that is not UTF-8"),
     "attribute not JSON": (
         lambda path: edit(path, "UPDATE trial_user_attributes SET value_json = '{not json' WHERE key = 'schedule'"),
-        "damaged database: it holds a stored attribute that is not JSON",
+        "study 's' is unreadable: trial 0's user attr 'schedule' holds '{not json', not JSON",
     ),
     "NULL trial value": (
         lambda path: edit(path, "UPDATE trial_values SET value = NULL"),
-        "damaged database: it holds a stored value Optuna cannot read (AssertionError)",
+        "study 's' is unreadable: trial 0's value of objective 0 is NULL",
     ),
 }
+IN_A_STUDY = ["attribute not JSON", "NULL trial value"]
 
 
 def damaged_copy(good: Path, folder: Path, kind: str) -> Path:
@@ -50,23 +54,38 @@ def damaged_copy(good: Path, folder: Path, kind: str) -> Path:
 def test_damaged_content_is_one_line_for_every_reading_command_and_stays_byte_identical(monkeypatch, capsys, tmp_path, good_db, kind):
     db = damaged_copy(good_db, tmp_path / "data", kind)
     before = snapshot(db.parent)
-    for args in READERS:
+    for args in READERS + ([] if kind in IN_A_STUDY else [["status"]]):
         assert_one_line(*cli(monkeypatch, capsys, tmp_path, *args, "--storage", f"sqlite:///{db}"), DAMAGE[kind][1])
         assert snapshot(db.parent) == before, args
     assert not (tmp_path / "report.html").exists()
 
 
-@pytest.mark.parametrize("kind", ["attribute not JSON", "NULL trial value"])
-def test_dashboard_answers_503_on_damaged_content_and_recovers_when_the_file_is_replaced(tmp_path, good_db, kind):
+@pytest.mark.parametrize("kind", IN_A_STUDY)
+def test_status_of_the_whole_storage_names_the_unreadable_study_and_goes_on(monkeypatch, capsys, tmp_path, good_db, kind):
+    db = damaged_copy(good_db, tmp_path / "data", kind)
+    monkeypatch.setattr(sys, "argv", ["prism-search", "status", "--storage", f"sqlite:///{db}"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    err = capsys.readouterr().err
+    assert (
+        done.value.code == 0
+        and err
+        == f"study s left out: {DAMAGE[kind][1]}; fix: restore the study from a backup (the other studies of the storage read as usual)\n"
+    )
+
+
+@pytest.mark.parametrize("kind", IN_A_STUDY)
+def test_dashboard_pages_say_what_is_damaged_and_recover_when_the_file_is_replaced(tmp_path, good_db, kind):
     db = damaged_copy(good_db, tmp_path, kind)
     app = Dashboard(f"sqlite:///{db}")
-    for path in ("/", "/study/s", "/study/s/trial/1"):  # not /api/stamp: it reads counts, never the damaged content
+    for path in ("/", "/study/s", "/study/s/trial/1"):
         status, page = get_page(app, path)
-        assert status == "503 Service Unavailable" and DAMAGE[kind][1] in page and "Traceback" not in page, (path, status)
+        assert status == "200 OK" and DAMAGE[kind][1] in html.unescape(page) and "Traceback" not in page, (path, status)
     shutil.copy(good_db, tmp_path / "restored.db")
     (tmp_path / "restored.db").replace(db)  # the backup put back in place, as an operator would
     for path in ("/", "/study/s", "/study/s/trial/1", "/api/stamp"):
-        assert get_page(app, path)[0] == "200 OK", path
+        status, page = get_page(app, path)
+        assert status == "200 OK" and "is unreadable" not in page, path
     app.close()
 
 
