@@ -400,7 +400,7 @@ def scenarios(fitted: Fit, planted: dict[str, float]) -> list[Scenario]:
         additive.residual_sd,
         by_regret=True,
     )
-    out = [Scenario("global null", family, np.zeros(len(names))), Scenario("fitted (uniform best)", family, base)]
+    out = [Scenario("global null", family, np.zeros(len(names)), by_regret=True), Scenario("fitted (uniform best)", family, base)]
     out += [
         Scenario(f"{where} {schedule} {effect:+g}", family, base, planted=((schedule, effect),))
         for where, schedule in (("favoured", favoured), ("disfavoured", disfavoured))
@@ -476,8 +476,10 @@ class Judgement:
 
 def judge(arm: Sequence[Outcome], yardstick: Sequence[Outcome], by_regret: bool, null: bool) -> Judgement:
     """The pass rule: right pick's difference >= -3 points at its lower bound (the regret's <= +0.001 at its upper
-    bound where scored by regret), "better" for a truly better schedule >= -2 points, false "better" <= +1 point; on
-    the global null, the arm's false "better" rate <= alpha at its upper bound."""
+    bound where scored by regret), "better" for a truly better schedule >= -2 points, false "better" <= +1 point. The
+    global null is the test of error control instead: every "better" is false and every pick has regret 0, so an
+    arm passes it when its false "better" rate is at most alpha at its upper bound (a frozen pick tested alone may
+    spend its alpha there, where today's Holm over five spends less)."""
     pick = paired_difference([o.right_pick for o in arm], [o.right_pick for o in yardstick])
     better = paired_difference([o.better_true for o in arm], [o.better_true for o in yardstick])
     false = paired_difference([o.better_false for o in arm], [o.better_false for o in yardstick])
@@ -490,10 +492,10 @@ def judge(arm: Sequence[Outcome], yardstick: Sequence[Outcome], by_regret: bool,
         failures.append(f"right pick {100 * (PICK_MARGIN - pick[1]):.1f} pt below {100 * PICK_MARGIN:+.0f}")
     if better[1] < BETTER_MARGIN:
         failures.append(f"better {100 * (BETTER_MARGIN - better[1]):.1f} pt below {100 * BETTER_MARGIN:+.0f}")
-    if false[2] > FALSE_MARGIN:
-        failures.append(f"false better {100 * (false[2] - FALSE_MARGIN):.1f} pt above {100 * FALSE_MARGIN:+.0f}")
     if null and false_high > ALPHA:
         failures.append(f"false better rate {100 * (false_high - ALPHA):.1f} pt above alpha")
+    if not null and false[2] > FALSE_MARGIN:
+        failures.append(f"false better {100 * (false[2] - FALSE_MARGIN):.1f} pt above {100 * FALSE_MARGIN:+.0f}")
     share = statistics.fmean(o.runs for o in arm) / statistics.fmean(o.runs for o in yardstick)
     return Judgement(pick, better, false, regret, false_high, share, tuple(failures))
 
