@@ -77,8 +77,9 @@ from statsmodels.stats.proportion import proportion_confint
 
 from prism import Schedule
 from search.analysis.blocked import many_to_one
+from search.analysis.fidelity import rung_fidelity
 from search.analysis.stats import ALPHA, holm
-from search.analysis.summary import best_by_mean, study_runs
+from search.analysis.summary import best_by_mean, full_curves, study_runs
 from search.analysis.verdict import decide
 from search.attrs import SCHEDULE, SEED
 from search.config import StudyConfig
@@ -108,7 +109,8 @@ CONFIRMATIONS = (
 # the right pick: a tenth of the verdict's margin
 PICK_MARGIN, BETTER_MARGIN, FALSE_MARGIN, REGRET_MARGIN, TOKEN_SHARE = -0.03, -0.02, 0.01, 0.001, 0.75
 Runs = dict[tuple[str, int], float]
-WORDS = {"b": "baselines", "n": "search", "top": "top", "r": "rounds", "k": "keep", "s": "seeds"}  # a confirmation's words
+WORDS = {"b": "baselines", "n": "search", "top": "top", "r": "rounds", "k": "keep", "s": "seeds", "h": "horizon"}  # a confirmation's words
+WORD_RANGE = {"r": range(0, 10**6), "h": range(1, 101)}  # the others: 1 and up
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,17 @@ class Fit:
     noise_sd: float
     full: int
     config: StudyConfig
+    within_sd: float = 0.0  # sd of the final val losses about their seed's mean
+    fidelity: tuple[tuple[int, float], ...] = ()  # (percent of the steps, within-seed rho of the loss there with the final)
+
+    def horizon_sd(self, percent: int) -> float:
+        """The error a run stopped at `percent` of its steps adds to its final loss, so that the two correlate within a
+        seed as bench-main's curves do there: within_sd * sqrt(1 / rho^2 - 1) (rho read as a Pearson correlation)."""
+        rho = dict(self.fidelity).get(percent)
+        if rho is None or rho <= 0:
+            measured = ", ".join(f"{p}% ({r:+.2f})" for p, r in self.fidelity)
+            raise SystemExit(f"h{percent}: the search horizon must be one of bench-main's rungs that rank like the final: {measured}")
+        return self.within_sd * math.sqrt(1 / rho**2 - 1)
 
 
 def fit(db: str) -> Fit:
@@ -132,7 +145,16 @@ def fit(db: str) -> Fit:
     seeds = sorted({seed for _, seed in runs})
     seed_means = [statistics.fmean(runs[(s, seed)] - effects[s] for s in effects if (s, seed) in runs) for seed in seeds]
     assert family.sd_pair is not None
-    return Fit(effects, statistics.stdev(seed_means), family.sd_pair / math.sqrt(2), budget_tokens(config)[1], config)
+    curves = full_curves(study.get_trials(deepcopy=False))
+    last = max(max(c.points) for c in curves)
+    rungs = rung_fidelity(curves, config.search.reduction_factor, None, n_boot=200) or []
+    fidelity = tuple((round(100 * r.tokens / last), r.agreement.rho) for r in rungs)
+    by_seed: dict[int, list[float]] = {}
+    for c in curves:
+        by_seed.setdefault(c.seed, []).append(c.final)
+    within = [y - statistics.fmean(ys) for ys in by_seed.values() for y in ys]
+    within_sd = math.sqrt(math.fsum(d * d for d in within) / (len(within) - len(by_seed)))
+    return Fit(effects, statistics.stdev(seed_means), family.sd_pair / math.sqrt(2), budget_tokens(config)[1], config, within_sd, fidelity)
 
 
 class Additive:
@@ -195,16 +217,26 @@ class World:
         luck = seed_scale * fitted.seed_sd * rng.standard_normal(len(seeds))
         noise = noise_scale * fitted.noise_sd * rng.standard_normal((len(self.schedules), len(seeds)))
         self.values = 2.0 + self.effects[:, None] + luck[None, :] + noise
+        self.horizon_error = rng.standard_normal(len(self.schedules))  # drawn last: the values above stay as they were
+        self.fitted = fitted
 
-    def value(self, schedule: str, seed: int) -> float:
-        return float(self.values[self.index[schedule], self.slot[seed]])
+    def value(self, schedule: str, seed: int, horizon: int = 100) -> float:
+        """The val loss of `schedule` at `seed`, read at `horizon` percent of the steps (the search seed's runs only)."""
+        y = float(self.values[self.index[schedule], self.slot[seed]])
+        if horizon == 100:
+            return y
+        assert seed == SEARCH_SEED, "only the search runs at a shorter horizon"
+        return y + self.fitted.horizon_sd(horizon) * float(self.horizon_error[self.index[schedule]])
 
     def effect(self, schedule: str) -> float:
         return float(self.effects[self.index[schedule]])
 
 
-def search(world: World, scenario: Scenario, fitted: Fit, sampler: str, replicate: int, n: int, explore: float) -> list[str]:
-    """The distinct schedules the product's sampler proposes, in order, told their values at the search seed."""
+def search(
+    world: World, scenario: Scenario, fitted: Fit, sampler: str, replicate: int, n: int, explore: float, horizon: int = 100
+) -> list[str]:
+    """The distinct schedules the product's sampler proposes, in order, told their values at the search seed (read at
+    `horizon` percent of the steps)."""
     s = fitted.config.search.model_copy(update={"sampler": sampler, "explore": explore})
     config = fitted.config.model_copy(update={"seed": replicate, "search": s})
     study = optuna.create_study(sampler=make_sampler(config, scenario.family))
@@ -217,7 +249,7 @@ def search(world: World, scenario: Scenario, fitted: Fit, sampler: str, replicat
         schedule = str(family.suggest(trial))
         trial.set_user_attr(SCHEDULE, schedule)
         trial.set_user_attr(SEED, config.seed)
-        study.tell(trial, world.value(schedule, SEARCH_SEED))
+        study.tell(trial, world.value(schedule, SEARCH_SEED, horizon))
         if schedule != UNIFORM and schedule not in order:
             order.append(schedule)
         elif trial.number > 4 * len(world.schedules):
@@ -230,7 +262,7 @@ class Verdict:
     """What a confirmation decided: the study's pick (its ranking's best; uniform when none is below 0) and the schedule
     called better, if any."""
 
-    runs: int
+    runs: float  # in complete runs: a search run at a shorter horizon counts its share of the steps
     pick: str
     better: str | None
 
@@ -250,6 +282,7 @@ class Confirmation:
     keep: int | None = None
     seeds: int = 3
     pooled: bool = False
+    horizon: int = 100  # percent of the steps the search seed's runs train (the confirmation's always train them all)
 
     @classmethod
     def parse(cls, text: str) -> Confirmation:
@@ -257,19 +290,19 @@ class Confirmation:
         for word in text.split():
             if word == "pooled":
                 fields["pooled"] = True
-            elif (m := re.fullmatch(r"(top|b|n|r|k|s)(\d+)", word)) and int(m[2]) >= (0 if m[1] == "r" else 1):
+            elif (m := re.fullmatch(r"(top|b|n|r|k|s|h)(\d+)", word)) and int(m[2]) in WORD_RANGE.get(m[1], range(1, 10**6)):
                 fields[WORDS[m[1]]] = int(m[2])
             else:
-                raise SystemExit(f"--confirmations {text!r}: {word!r} is not one of bB nN topT rR kK sS pooled (e.g. {TODAY!r})")
+                raise SystemExit(f"--confirmations {text!r}: {word!r} is not one of bB nN topT rR kK sS hH pooled (e.g. {TODAY!r})")
         return cls(**fields)  # type: ignore[arg-type]
 
     def __str__(self) -> str:
         words = [f"b{self.baselines}", f"n{self.search}", f"top{self.top}"]
         words += [f"r{self.rounds}"] * bool(self.rounds) + [f"k{self.keep}"] * (self.keep is not None)
-        return " ".join([*words, f"s{self.seeds}"] + ["pooled"] * self.pooled)
+        return " ".join([*words, f"s{self.seeds}"] + [f"h{self.horizon}"] * (self.horizon != 100) + ["pooled"] * self.pooled)
 
-    def runs_at_most(self) -> int:
-        contenders, runs = self.top, self.baselines + self.search
+    def runs_at_most(self) -> float:
+        contenders, runs = self.top, (1 + self.search) * self.horizon / 100 + self.baselines - 1
         for _ in range(self.rounds):
             runs += contenders + 1
             contenders = math.ceil(contenders / 2)
@@ -277,9 +310,13 @@ class Confirmation:
 
     def run(self, world: World, order: Sequence[str]) -> Verdict:
         runs: Runs = {}
+        cost = 0.0
 
         def train(schedule: str, seed: int) -> None:
-            runs[(schedule, seed)] = world.value(schedule, seed)
+            nonlocal cost
+            horizon = self.horizon if seed == SEARCH_SEED else 100
+            runs[(schedule, seed)] = world.value(schedule, seed, horizon)
+            cost += horizon / 100
 
         for seed in range(self.baselines):
             train(UNIFORM, SEARCH_SEED + seed)
@@ -302,9 +339,9 @@ class Confirmation:
                 train(schedule, seed + k)
         pick = best_by_mean(many_to_one(runs, UNIFORM), UNIFORM)
         if self.pooled:
-            return Verdict(len(runs), pick, pooled_better(runs, last, seed))
+            return Verdict(cost, pick, pooled_better(runs, last, seed))
         d = decide(runs, UNIFORM, selected, MARGIN)
-        return Verdict(len(runs), pick, d.verdict.schedule if d.verdict.kind == "better" else None)
+        return Verdict(cost, pick, d.verdict.schedule if d.verdict.kind == "better" else None)
 
 
 def pooled_better(runs: Runs, last: Sequence[str], first_seed: int) -> str | None:
@@ -335,7 +372,7 @@ YARDSTICK = Arm("tpe", Confirmation.parse(TODAY))
 
 @dataclass(frozen=True)
 class Outcome:
-    runs: int
+    runs: float
     right_pick: bool
     better_true: bool  # "better" for a schedule truly better than uniform
     better_false: bool  # "better" for one that is not
@@ -372,9 +409,10 @@ def replicate(task: tuple[Scenario, int]) -> list[Outcome]:
     st = SETTINGS
     assert st is not None
     world = World(scenario, st.fitted, r, st.noise_scale)
-    longest = {a.sampler: max(b.confirmation.search for b in st.arms if b.sampler == a.sampler) for a in st.arms}
-    orders = {s: search(world, scenario, st.fitted, s, r, n, st.explore) for s, n in longest.items()}
-    return [score(arm.confirmation.run(world, orders[arm.sampler]), world) for arm in st.arms]
+    searches = {(a.sampler, a.confirmation.horizon) for a in st.arms}
+    longest = {k: max(a.confirmation.search for a in st.arms if (a.sampler, a.confirmation.horizon) == k) for k in searches}
+    orders = {(s, h): search(world, scenario, st.fitted, s, r, n, st.explore, h) for (s, h), n in longest.items()}
+    return [score(arm.confirmation.run(world, orders[(arm.sampler, arm.confirmation.horizon)]), world) for arm in st.arms]
 
 
 def scenarios(fitted: Fit, planted: dict[str, float]) -> list[Scenario]:
