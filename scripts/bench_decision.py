@@ -31,7 +31,9 @@ B-1; 0 is the search seed, where uniform is the first trial), `nN` proposals tra
 confirmation starts with the top T by the study's ranking (paired gaps shrunk by their noise), `rR` elimination
 rounds (each trains uniform and the contenders at one new seed, then keeps the better half by the ranking), `kK` the
 best K after the rounds go on (all when absent), `sS` they and uniform train S new seeds, `pooled` tests them with the
-residual variance pooled over every run of the study. Today's default is `b3 n20 top5 s3` (41 runs); the yardstick
+residual variance pooled over every run of the study, `hP` the search seed's runs train P percent of the steps (they
+cost that share of a run; what they read is the final loss plus an error whose sd makes the two correlate within a
+seed as bench-main's curves do at that rung: Fit.horizon_sd). Today's default is `b3 n20 top5 s3` (41 runs); the yardstick
 is TPE with it. Every sampler searched is told only its search seed's runs, so one search per sampler and replicate
 serves all its confirmations. A proposal of a schedule already trained at the search seed (the space ran short) is
 served as the duplicate cache serves it: no run, no tokens.

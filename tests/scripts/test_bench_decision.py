@@ -197,3 +197,18 @@ def test_the_product_samplers_drive_the_search_and_every_arm_meets_the_same_worl
         assert len(order) == len(set(order)) == 20 and bench.UNIFORM not in order
     yardstick, arm = bench.replicate((scenario, 1))
     assert yardstick.runs == 41 and arm.runs == 30
+
+
+def test_a_shorter_search_horizon_costs_its_share_and_adds_the_error_bench_mains_rung_fidelity_implies(fitted, scenarios):
+    rho = dict(fitted.fidelity)[80]
+    assert 0 < rho < 1 and fitted.horizon_sd(80) == pytest.approx(fitted.within_sd * (1 / rho**2 - 1) ** 0.5)
+    with pytest.raises(SystemExit, match="h40"):
+        fitted.horizon_sd(40)  # bench-main's loss at 40% ranks schedules against the final one: no error model fits
+    world = bench.World(_scenario(scenarios, "fitted"), fitted, 0)
+    assert world.value("1x6", 0, 80) != world.value("1x6", 0) and world.value("1x6", 1000) == bench.World(
+        _scenario(scenarios, "fitted"), fitted, 0
+    ).value("1x6", 1000)
+    c = bench.Confirmation.parse("b1 n12 top3 r1 k1 s3 h80 pooled")
+    assert str(c) == "b1 n12 top3 r1 k1 s3 h80 pooled" and c.runs_at_most() == pytest.approx(0.8 * 13 + 4 + 6)
+    order = [s for s in world.schedules if s != bench.UNIFORM][:12]
+    assert c.run(world, order).runs == pytest.approx(0.8 * 13 + 4 + 6)
