@@ -38,22 +38,22 @@ is TPE with it. Every sampler searched is told only its search seed's runs, so o
 serves all its confirmations. A proposal of a schedule already trained at the search seed (the space ran short) is
 served as the duplicate cache serves it: no run, no tokens.
 
-The verdict on the last stage (`Confirmation.verdict`): every seed a schedule ran before it (the search seed, the
+The verdict on the last stage (`Confirmation.run`): every seed a schedule ran before it (the search seed, the
 rounds) counts as one it was selected on, so *better* rests on the last stage's seeds alone:
 - without `pooled`: the product's verdict (search.analysis.verdict.decide, margin 0.01): the blocked model over the
   last stage's runs, Holm over its schedules;
 - with `pooled`: each last-stage schedule's runs are relabelled as a schedule of their own, and the blocked model is
   fitted to every run of the study: a relabelled schedule's contrast is its mean paired gap on the last stage's seeds
-  (only uniform shares those seeds), its se the residual sd pooled over every schedule and seed (far more df than its
+  (only uniform shares those seeds), its se the residual sd pooled over every schedule and seed (more df than its
   own S - 1), Holm over the last stage's schedules. Why it keeps the error rate: under the blocked model (one residual
   variance, additive seed effects) the residuals are independent of every fitted value, so of whatever the search
   and the rounds selected on, and the last stage's seeds are new draws; a run selected for its luck at the search
-  seed only inflates the residuals it enters, which makes the test conservative. The global null row measures it.
+  seed tends to inflate the residuals it enters, toward a conservative test. The global null row measures it.
 
 Reported per scenario and arm, on the same replicates as the yardstick: training tokens (mean; a complete run is
 2.05 M) and their share of the yardstick's; the right pick (the best by the study's ranking is the true best; uniform
 when none is below 0), "better" for a truly better schedule (the planted winner where there is one), false "better"
-(for a schedule not better than uniform), each with its 95% Wilson interval and its paired difference to the
+(for a schedule not better than uniform, with its 95% Wilson interval), each with its paired difference to the
 yardstick with a 95% interval (Newcombe's hybrid score interval for paired proportions); the regret (true effect of
 the pick minus the best true effect) with its paired difference (t interval over replicates); and whether the arm
 passes the scenario (`passes`). Rows are printed as each scenario ends.
@@ -295,7 +295,7 @@ class Confirmation:
             elif (m := re.fullmatch(r"(top|b|n|r|k|s|h)(\d+)", word)) and int(m[2]) in WORD_RANGE.get(m[1], range(1, 10**6)):
                 fields[WORDS[m[1]]] = int(m[2])
             else:
-                raise SystemExit(f"--confirmations {text!r}: {word!r} is not one of bB nN topT rR kK sS hH pooled (e.g. {TODAY!r})")
+                raise SystemExit(f"--confirmations {text!r}: {word!r} is not one of bB nN topT rR kK sS hP pooled (e.g. {TODAY!r})")
         return cls(**fields)  # type: ignore[arg-type]
 
     def __str__(self) -> str:
@@ -569,7 +569,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--db", default="docs/results/bench.db")
     p.add_argument("--replicates", type=int, default=300, help="paired replicates per scenario (1000 for a promotion)")
     p.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=["random", "additive"], help="searches the confirmations follow")
-    p.add_argument("--confirmations", nargs="+", default=list(CONFIRMATIONS), help=f"each as words (today's: {TODAY!r})")
+    p.add_argument("--confirmations", nargs="+", default=list(CONFIRMATIONS), help=f"each as words: bB nN topT rR kK sS hP pooled, described above (today's: {TODAY!r})")
     p.add_argument("--scenarios", nargs="+", default=None, help="run only scenarios whose name starts with one of these")
     p.add_argument(
         "--plant", action="append", default=[], metavar="SCHEDULE=EFFECT", help="a 'planted' scenario (repeatable; any free schedule)"
