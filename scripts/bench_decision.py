@@ -569,7 +569,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--db", default="docs/results/bench.db")
     p.add_argument("--replicates", type=int, default=300, help="paired replicates per scenario (1000 for a promotion)")
     p.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=["random", "additive"], help="searches the confirmations follow")
-    p.add_argument("--confirmations", nargs="+", default=list(CONFIRMATIONS), help=f"each as words: bB nN topT rR kK sS hP pooled, described above (today's: {TODAY!r})")
+    p.add_argument(
+        "--confirmations", nargs="+", default=list(CONFIRMATIONS), help=f"each as words: bB nN topT rR kK sS hP pooled (today's: {TODAY!r})"
+    )
     p.add_argument("--scenarios", nargs="+", default=None, help="run only scenarios whose name starts with one of these")
     p.add_argument(
         "--plant", action="append", default=[], metavar="SCHEDULE=EFFECT", help="a 'planted' scenario (repeatable; any free schedule)"
