@@ -56,7 +56,8 @@ when none is below 0), "better" for a truly better schedule (the planted winner 
 (for a schedule not better than uniform, with its 95% Wilson interval), each with its paired difference to the
 yardstick with a 95% interval (Newcombe's hybrid score interval for paired proportions); the regret (true effect of
 the pick minus the best true effect) with its paired difference (t interval over replicates); and whether the arm
-passes the scenario (`passes`). Rows are printed as each scenario ends.
+passes the scenario (`passes`). Rows are printed as each scenario ends, then each arm's "better" as a ratio to the
+yardstick's (a bootstrap over replicates) where the yardstick has any.
 """
 
 from __future__ import annotations
@@ -487,6 +488,19 @@ def paired_difference(arm: Sequence[bool], yardstick: Sequence[bool]) -> tuple[f
     return p1 - p2, low, high
 
 
+def paired_ratio(arm: Sequence[bool], yardstick: Sequence[bool], n_boot: int = 4000, seed: int = 0) -> tuple[float, float, float] | None:
+    """Rate of `arm` over rate of `yardstick` on the same replicates, with a 95% percentile bootstrap interval that
+    resamples replicates (so the pairing is kept); None when the yardstick never hits."""
+    a, y = np.asarray(arm, dtype=float), np.asarray(yardstick, dtype=float)
+    if not y.sum():
+        return None
+    picks = np.random.default_rng(seed).integers(0, len(a), (n_boot, len(a)))
+    hits = y[picks].sum(axis=1)
+    ratios = a[picks].sum(axis=1)[hits > 0] / hits[hits > 0]
+    low, high = np.quantile(ratios, [ALPHA / 2, 1 - ALPHA / 2])
+    return float(a.sum() / y.sum()), float(low), float(high)
+
+
 def mean_difference(arm: Sequence[float], yardstick: Sequence[float]) -> tuple[float, float, float]:
     """Mean paired difference with its 95% t interval over replicates."""
     d = np.asarray(arm, dtype=float) - np.asarray(yardstick, dtype=float)
@@ -626,6 +640,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"{_points(j.false)} | {regret:.2f} | {dr[0]:+.2f} [{dr[1]:+.2f}, {dr[2]:+.2f}] | {verdict} |",
                 flush=True,
             )
+        for i, arm in enumerate(arms[1:], start=1):
+            ratio = paired_ratio([o[i].better_true for o in outcomes], [o.better_true for o in yardstick])
+            if ratio is not None:
+                print(f"{sc.name}: {arm}: 'better' (truly better) {ratio[0]:.2f}x the yardstick's [{ratio[1]:.2f}, {ratio[2]:.2f}]")
         print(f"{sc.name}: {args.replicates} replicates, {cost:.2f} s per replicate (every search and confirmation)", flush=True)
 
 

@@ -63,6 +63,13 @@ def test_the_paired_interval_covers_the_true_difference_about_95_percent_of_the_
     assert 0.92 <= covered / 400 <= 0.99
 
 
+def test_the_ratio_of_better_keeps_the_pairing_and_is_none_without_a_yardstick_hit():
+    arm, yardstick = _table(100, 100, 0, 800)  # the arm hits wherever the yardstick does, and as often again
+    ratio, low, high = bench.paired_ratio(arm, yardstick)
+    assert ratio == 2.0 and 1.7 < low < 2.0 < high < 2.4
+    assert bench.paired_ratio([True] * 10, [False] * 10) is None
+
+
 def test_the_regret_difference_is_the_paired_t_interval():
     rng = np.random.default_rng(1)
     arm, yardstick = rng.normal(0.002, 0.001, 300), rng.normal(0.0015, 0.001, 300)
