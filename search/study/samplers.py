@@ -15,6 +15,11 @@ probability prior_strength, is taken from a prior schedule's encoding (trials cy
 moved by at most one step; otherwise the study's own sampler draws it. After that the study's sampler runs
 unchanged, learning from every trial, prior or not.
 
+`UniformSampler` (`random`) draws each proposal uniformly among the family's untried members. Optuna's RandomSampler
+draws the encoding's parameters instead, and an encoding with several vectors per schedule weighs schedules unequally:
+ramp's sorted switches give a schedule whose switches coincide (`1x5,4x1`: 1 of 49 vectors) half the mass of most
+others (2 of 49), so a "random" search would be a biased one.
+
 `AdditiveSampler` (`additive`) learns the structure of the space: per-layer head counts act nearly additively on val
 loss (an additive one-hot model explains about 90% of bench-main's schedule-effect variance), so after its random
 starts it fits a Bayesian ridge regression of the loss on one indicator per (layer, head count) plus one per seed
@@ -76,7 +81,7 @@ def make_sampler(config: StudyConfig, family: ScheduleFamily) -> optuna.samplers
     s = config.search
     match s.sampler:
         case "random":
-            base: optuna.samplers.BaseSampler = optuna.samplers.RandomSampler(seed=config.seed)
+            base: optuna.samplers.BaseSampler = UniformSampler(family, config.seed)
         case "gp":
             base = optuna.samplers.GPSampler(seed=config.seed, n_startup_trials=s.n_startup_trials)
         case "nsga2":
@@ -241,29 +246,17 @@ def _near(value: Any, dist: BaseDistribution, rng: random.Random) -> Any:
     return value
 
 
-class AdditiveSampler(optuna.samplers.BaseSampler):
-    """Random starts, then the untried schedule whose loss an additive model of per-layer head counts bounds lowest.
+class UniformSampler(optuna.samplers.BaseSampler):
+    """Each proposal a member of the family drawn uniformly among the untried ones (trained, training or queued at the
+    search seed are taken); when none is left, any member (the duplicate cache serves it). Proposals are whole
+    schedules: the relative search space is the family's parameters."""
 
-    The model sees every complete trial that names its schedule and seed (or whose parameters decode to a schedule:
-    then at the search seed), its first objective (val loss). Proposals are whole schedules of the family (the relative
-    search space is the family's parameters), never one trained, training or queued at the search seed while an
-    untried one is left; when none is left, a random one (the duplicate cache serves it). `make_sampler` still wraps
-    it in `DistinctSampler`, so a prior's narrowing keeps its distinctness.
-    """
-
-    KAPPA = 1.0  # the lower confidence bound: posterior mean - KAPPA * predictive sd
-
-    def __init__(self, family: ScheduleFamily, seed: int, n_startup_trials: int, explore: float):
-        self.family, self.seed, self.n_startup_trials, self.explore = family, seed, n_startup_trials, explore
+    def __init__(self, family: ScheduleFamily, seed: int):
+        self.family, self.seed = family, seed
         self.schedules = list(family.enumerate())
         self.names = [str(s) for s in self.schedules]
         self._random = optuna.samplers.RandomSampler(seed=seed)
         self.space = family_space(family)
-        from sklearn.preprocessing import OneHotEncoder  # sklearn loads for this sampler only: status and the dashboard import search.study
-
-        self._layers = OneHotEncoder(categories=[family.counts] * family.n_layer, handle_unknown="ignore", sparse_output=False)
-        self._layers.fit([[family.counts[0]] * family.n_layer])
-        self._encoded = dict(zip(self.names, self._layers.transform([s.heads for s in self.schedules]), strict=True))
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.space
@@ -279,11 +272,40 @@ class AdditiveSampler(optuna.samplers.BaseSampler):
     def reseed_rng(self) -> None:
         self._random.reseed_rng()
 
+    def untried(self, study: optuna.Study) -> list[Schedule]:
+        taken = taken_schedules(study, self.seed)
+        return [s for s, name in zip(self.schedules, self.names, strict=True) if name not in taken] or self.schedules
+
+    def propose(self, study: optuna.Study, number: int) -> Schedule:
+        """The schedule for trial `number`, reproducible per trial whatever ran before."""
+        return random.Random(f"{self.seed}:{number}").choice(self.untried(study))
+
+
+class AdditiveSampler(UniformSampler):
+    """Random starts, then the untried schedule whose loss an additive model of per-layer head counts bounds lowest.
+
+    The model sees every complete trial that names its schedule and seed (or whose parameters decode to a schedule:
+    then at the search seed), its first objective (val loss). Proposals are whole schedules of the family (the relative
+    search space is the family's parameters), never one trained, training or queued at the search seed while an
+    untried one is left; when none is left, a random one (the duplicate cache serves it). `make_sampler` still wraps
+    it in `DistinctSampler`, so a prior's narrowing keeps its distinctness.
+    """
+
+    KAPPA = 1.0  # the lower confidence bound: posterior mean - KAPPA * predictive sd
+
+    def __init__(self, family: ScheduleFamily, seed: int, n_startup_trials: int, explore: float):
+        super().__init__(family, seed)
+        self.n_startup_trials, self.explore = n_startup_trials, explore
+        from sklearn.preprocessing import OneHotEncoder  # sklearn loads for this sampler only: status and the dashboard import search.study
+
+        self._layers = OneHotEncoder(categories=[family.counts] * family.n_layer, handle_unknown="ignore", sparse_output=False)
+        self._layers.fit([[family.counts[0]] * family.n_layer])
+        self._encoded = dict(zip(self.names, self._layers.transform([s.heads for s in self.schedules]), strict=True))
+
     def propose(self, study: optuna.Study, number: int) -> Schedule:
         """The schedule for trial `number`: random while starting or exploring, else the lowest lower bound."""
         rng = random.Random(f"{self.seed}:{number}")  # reproducible per trial, whatever ran before
-        taken = taken_schedules(study, self.seed)
-        untried = [s for s, name in zip(self.schedules, self.names, strict=True) if name not in taken] or self.schedules
+        untried = self.untried(study)
         observed = self.observed(study)
         explore = rng.random() < self.explore
         if len(observed) < max(self.n_startup_trials, 2) or explore:
