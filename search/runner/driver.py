@@ -42,7 +42,7 @@ from search.attrs import (
     WORKER,
 )
 from search.config import resume_command
-from search.errors import DatabaseUnavailable, TooManyFailures
+from search.errors import DatabaseUnavailable, InfrastructureFailure, TooManyFailures
 from search.runner import cache
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.context import StudyContext
@@ -50,7 +50,7 @@ from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.outside import CommandSession, PythonSession
 from search.runner.progress import StudyProgress
 from search.runner.undelivered import save_undelivered
-from search.runner.worker import TrialSession, TrialSpec
+from search.runner.worker import DeviceUnavailable, DoesNotFit, TrialSession, TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import apply_constraint, enqueue, objective_values, result_attrs, schedule_attrs, study_uid
@@ -295,6 +295,9 @@ class Driver:
             raise_if_interrupted()
             self._fail_run(job, e)
             return
+        if self.progress and not isinstance(out, cache.Wait):
+            for warning in out.warnings:
+                self.progress.note(f"trial {job.trial.number}'s worker warned: {warning}")
         match out:
             case cache.Wait():
                 self._await_original(job, out)
@@ -327,6 +330,13 @@ class Driver:
             return
         cause = e.cause if getattr(e, "cause", None) is not None else e
         self.idle.append(job.worker)
+        if isinstance(cause, DeviceUnavailable):  # the node's fault: no schedule is to blame, and every trial would fail
+            self._fail(job.trial, f"{type(cause).__name__}: {cause}", requeue=True)
+            resume = resume_command(self.config)
+            raise InfrastructureFailure(f"{cause}; the study stopped, no trial counted as failed; fix it, then `{resume}`")
+        if isinstance(cause, DoesNotFit):  # the trials sharing its GPU may have taken the memory: retried, not marked
+            self._fail(job.trial, f"{type(cause).__name__}: {cause}", retry=True)
+            return
         if not isinstance(cause, TrainerTimeout):  # a time-out may pass on a quieter machine; any other error repeats
             self._db(job.trial.set_user_attr, FAILED_ITSELF, True)
         self._fail(job.trial, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
@@ -484,11 +494,13 @@ class Driver:
                     self._heartbeat()
                     continue
                 self._wait_and_handle()
-        except KeyboardInterrupt:  # also SIGTERM (search.cli): it may land mid-handling, off in_flight
+        # KeyboardInterrupt: also SIGTERM (search.cli); it may land mid-handling, off in_flight
+        except (KeyboardInterrupt, InfrastructureFailure) as stop:
+            why = "interrupted (Ctrl-C)" if isinstance(stop, KeyboardInterrupt) else "stopped: a node cannot run trials"
             still_running = {trial_id(t) for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
             for trial in self.asked:
                 if trial_id(trial) in still_running:
-                    self._fail(trial, "interrupted (Ctrl-C)", requeue=SCHEDULE in trial.user_attrs)
+                    self._fail(trial, why, requeue=SCHEDULE in trial.user_attrs)
             self.in_flight.clear()
             raise
         if self._too_many_failures():

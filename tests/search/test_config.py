@@ -53,7 +53,8 @@ def test_the_command_lines_flags_are_checked_by_the_configs_own_bounds():
         ({"name": "x", "model": {"d_model": 100}}, "no power-of-two head dim .* divides d_model=100"),
         ({"name": "x", "data": {"corpus": "wiki"}}, "data.corpus: unknown corpus 'wiki'"),
         ({}, "name: required field is missing"),
-        ({"name": "x", "resources": {"gpus_per_trial": 1.5}}, "resources.gpus_per_trial: 1.5 GPUs: .*use 1 or 2"),
+        ({"name": "x", "resources": {"gpus_per_trial": 1.5}}, "resources.gpus_per_trial: 1.5 GPUs: a trial trains on one GPU"),
+        ({"name": "x", "resources": {"gpus_per_trial": 2}}, r"resources.gpus_per_trial: 2 GPUs: .*sit idle; use 1 .* or a fraction"),
     ],
 )
 def test_bad_config_gives_one_line_error_naming_the_field(data, message):
