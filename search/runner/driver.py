@@ -13,6 +13,7 @@ trial holds its schedule: search.runner.cache.holder).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -144,6 +145,18 @@ class BetweenTrials(Protocol):
     def next_runs(self, trials: Sequence[optuna.trial.FrozenTrial]) -> list[tuple[str, int]]: ...
 
     def stop(self, done: Budget) -> Reason | None: ...
+
+
+DRAIN_S = 10.0  # how long a stopping driver waits for its other trials' calls to answer
+
+
+def _read_quietly(refs: list[ray.ObjectRef]) -> None:
+    """Read the answers of calls still in flight, failures included: the other workers likely met the same fault, and
+    an error Ray holds unread is printed as a traceback when the run exits."""
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=DRAIN_S) if refs else ([], [])
+    for ref in ready:
+        with contextlib.suppress(ray.exceptions.RayError):
+            ray.get(ref)
 
 
 SESSIONS: dict[str, type] = {"prism": TrialSession, "command": CommandSession, "python": PythonSession}  # by [trainer] kind
@@ -497,6 +510,8 @@ class Driver:
         # KeyboardInterrupt: also SIGTERM (search.cli); it may land mid-handling, off in_flight
         except (KeyboardInterrupt, InfrastructureFailure) as stop:
             why = "interrupted (Ctrl-C)" if isinstance(stop, KeyboardInterrupt) else "stopped: a node cannot run trials"
+            if isinstance(stop, InfrastructureFailure):
+                _read_quietly(list(self.in_flight))
             still_running = {trial_id(t) for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
             for trial in self.asked:
                 if trial_id(trial) in still_running:
