@@ -102,6 +102,7 @@ def main() -> None:
     p.add_argument("--tokens-per-s", type=float, help="a measured training speed to compute the wall time from")
     p.add_argument("--measure", action="store_true", help="time the model on this machine's CUDA GPU")
     p.add_argument("--device", default="cuda", help="where --measure trains (cpu: check the script without a GPU)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, help="override the study's train.compile for --measure")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=10)
     args = p.parse_args()
@@ -112,9 +113,14 @@ def main() -> None:
         p.error(f"no peak known for GPU {gpu!r}; pass --peak-tflops (its dense bf16, or fp16, tensor-core TFLOPS)")
     print(f"peak: {peak:g} TFLOPS ({'given --peak-tflops' if args.peak_tflops else f'table entry for {gpu}'})")
     cfg, train, space = recipe(args.study)
+    if args.compile is not None:
+        train = train | {"compile": args.compile}
     schedules = [Schedule.parse(s) for s in args.schedules.split(";")] if args.schedules else default_schedules(cfg, space)
     tokens = train.get("steps", 400) * train.get("batch_size", 16) * cfg.block_size
-    print(f"{args.study}: {cfg.n_layer} x {cfg.d_model}, T={cfg.block_size}, vocab {cfg.vocab_size}; {tokens / 1e6:.1f} M tokens per trial")
+    print(
+        f"{args.study}: {cfg.n_layer} x {cfg.d_model}, T={cfg.block_size}, vocab {cfg.vocab_size}; {tokens / 1e6:.1f} M tokens per trial; "
+        f"precision {train.get('precision', 'auto')}, compile {train.get('compile', False)}"
+    )
     print(f"{'schedule':<24} {'params':>12} {'GFLOP/token':>12} {'tokens/s':>12} {'MFU':>6} {'time/trial':>11} {'peak GiB':>9}  source")
     for schedule in schedules:
         # prism's count (nanoGPT convention) leaves out the output projection; an MFU must count that matmul too
