@@ -44,6 +44,10 @@ class DeviceUnavailable(RuntimeError):
     so the driver counts it against no schedule and stops the study (search.runner.driver)."""
 
 
+class DoesNotFit(RuntimeError):
+    """The trial ran out of GPU memory: alone, or beside the trials sharing its GPU."""
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     study: str
@@ -112,10 +116,6 @@ def _outside_trainer(config: StudyConfig, number: int | None, study_uid: str | N
     if config.trainer.kind == "prism" or number is None:
         return {}
     return {"trainer": config.trainer, "trial_dir": str(study_folder(config, study_uid) / f"trial-{number:05d}")}
-
-
-class DoesNotFit(RuntimeError):
-    """The trial ran out of GPU memory: alone, or beside the trials sharing its GPU."""
 
 
 def check_trial_device(device: str, gpus: float) -> None:
