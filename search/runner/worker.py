@@ -160,10 +160,11 @@ def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
 
 
 class WarningRelay(logging.Handler):
-    """Collects the warnings a worker process logs (torch's, such as Dynamo's recompile limit, and Python warnings),
-    each distinct one once, for the driver to print: Ray keeps a worker's own log on its node."""
+    """Collects the warnings torch logs in a worker process (Dynamo's recompile limit, inductor's fallbacks), each
+    distinct one once, for the driver to print: Ray keeps a worker's own log on its node. An added handler: torch's
+    own still prints them where they always went."""
 
-    LOGGERS = ("torch", "torch._dynamo", "torch._inductor", "py.warnings")  # torch's propagate to none of these
+    LOGGERS = ("torch", "torch._dynamo", "torch._inductor")  # torch's loggers: none propagates to another
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -177,11 +178,12 @@ class WarningRelay(logging.Handler):
             self.fresh.append(text)
 
     def install(self) -> None:
-        logging.captureWarnings(True)
+        """Take over from any earlier relay of this process: the newest session is the one whose trials run."""
         for name in self.LOGGERS:
             logger = logging.getLogger(name)
-            if self not in logger.handlers:
-                logger.addHandler(self)
+            for earlier in [h for h in logger.handlers if isinstance(h, WarningRelay)]:
+                logger.removeHandler(earlier)
+            logger.addHandler(self)
 
     def take(self) -> tuple[str, ...]:
         fresh, self.fresh = tuple(self.fresh), []
