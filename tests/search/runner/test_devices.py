@@ -7,6 +7,7 @@ import weakref
 
 import pytest
 import torch
+from optuna.trial import TrialState
 
 from search.runner import worker
 from search.runner.messages import Finished
@@ -102,3 +103,38 @@ def test_out_of_gpu_memory_is_one_line_with_the_share_and_the_estimate(tiny_conf
 def test_preflight_counts_a_cuda_context_per_trial(tiny_config):
     sizes = sizes_of(tiny_config.model, tiny_config.train.batch_size)
     assert trial_bytes(sizes, "cuda:0") == trial_bytes(sizes, "cpu") + CUDA_CONTEXT_BYTES
+
+
+class RunsOutOfMemoryOnce(TrialSession):
+    """A worker whose first trial meets CUDA's out-of-memory error (raised in its place: there is no GPU here)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = True
+
+    def start(self, spec):
+        if self.first:
+            self.first = False
+            with self._fitting(spec):
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return super().start(spec)
+
+
+def test_a_trial_out_of_gpu_memory_is_retried_without_blaming_its_schedule(ray_local, tiny_config):
+    from search.runner.driver import Driver
+    from search.storage import open_storage
+    from search.study.create import open_study
+    from search.study.pruning import make_stopping
+
+    config = tiny_config.model_copy(update={"n_trials": 1, "search": tiny_config.search.model_copy(update={"max_failed_trials": 0})})
+    config = config.model_copy(update={"train": config.train.model_copy(update={"steps": 20, "eval_every": 10})})
+    ctx = open_study(config, open_storage(config.storage), check_corpus(config))
+    driver = Driver(ctx, stopping=make_stopping(ctx), session_cls=RunsOutOfMemoryOnce)
+    driver.run(2, n_workers=1)  # the other baseline seed, then the retry: queued trials run first
+    trials = ctx.study.get_trials()
+    (oom,) = [t for t in trials if "does not fit" in t.user_attrs.get("error", "")]
+    assert oom.state == TrialState.FAIL and oom.user_attrs["error"].startswith("DoesNotFit: out of GPU memory on ")
+    assert "does not fit at resources.gpus_per_trial = 0 (estimated " in oom.user_attrs["error"]
+    assert "failed_itself" not in oom.user_attrs and driver.failures == 0  # not the schedule's fault, not counted
+    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == oom.number]
+    assert retry.state == TrialState.COMPLETE and retry.user_attrs["schedule"] == oom.user_attrs["schedule"]
