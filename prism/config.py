@@ -133,7 +133,8 @@ class TrainConfig:
     eval_batches: int = _setting(8, gt=0, le=2**20)
     seed: int = _setting(0, ge=0, le=MAX_SEED)
     device: str = "cpu"
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA (when supported), else fp32
+    # auto: bf16 autocast on GPUs that run it natively, fp16 with loss scaling on older ones, fp32 on the CPU
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     compile: bool = False
     # AdamW's fused kernel: one pass over each tensor instead of about ten (on CPU the whole step is about 3% faster,
     # docs/benchmarks.md), the same update up to rounding. "cuda": fused on CUDA only, nanoGPT's rule and that of

@@ -10,7 +10,9 @@ softmax explicitly so analysis can read per-layer attention probabilities and hi
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -18,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from prism.config import ModelConfig
-from prism.schedule import Schedule, validate
+from prism.schedule import Schedule, allowed_head_counts, validate
 
 
 @dataclass
@@ -125,6 +127,24 @@ class Block(nn.Module):
         return x, attention
 
 
+def _run_block(block: Block, x: torch.Tensor) -> torch.Tensor:
+    return block(x)[0]
+
+
+def _run_head(model: PrismLM, x: torch.Tensor, targets: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    logits = model.lm_head(model.ln_f(x))  # (B, T, V)
+    loss = None
+    if targets is not None:
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+    return logits, loss
+
+
+@functools.cache
+def _compiled(fn: Callable, backend: str) -> Callable:
+    """One compiled function per process and backend, whichever model calls it: Dynamo caches graphs per function."""
+    return torch.compile(fn, backend=backend)
+
+
 class PrismLM(nn.Module):
     def __init__(self, cfg: ModelConfig, schedule: Schedule):
         super().__init__()
@@ -137,6 +157,7 @@ class PrismLM(nn.Module):
         self.ln_f = _norm(cfg)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight  # tied, as in GPT-2
+        self._run_block, self._run_head = _run_block, _run_head  # eager; compile_parts swaps in compiled ones
         self.apply(self._init_weights)
         # GPT-2: scale the residual projections by 1/sqrt(2L) so the residual stream's variance stays put
         for name, p in self.named_parameters():
@@ -165,12 +186,19 @@ class PrismLM(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         x = self._embed(idx)
         for block in self.blocks:
-            x, _ = block(x)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
-        return logits, loss
+            x = self._run_block(block, x)
+        return self._run_head(self, x, targets)  # plain functions held by the model: passed the model explicitly
+
+    def compile_parts(self, backend: str = "inductor") -> None:
+        """torch.compile the blocks and the output head, not the whole forward. A whole-model graph is specialised
+        to its schedule, so a worker that trains schedule after schedule recompiles for each, reaches Dynamo's
+        recompile limit after a few and silently runs eager from then on. A block's graph depends only on its head
+        count: one graph per head count the model's dims allow (and per train/eval mode) serves every schedule and
+        every model of the process, and the recompile limit is raised to hold exactly those. The compiled functions
+        are shared, never bound to this model, so a dropped model is freed at once, with no reference cycle."""
+        self._run_block, self._run_head = _compiled(_run_block, backend), _compiled(_run_head, backend)
+        graphs = 2 * (len(allowed_head_counts(self.cfg)) + 1)  # train and eval modes; every head count, then the head
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, graphs)
 
     def trace(self, idx: torch.Tensor) -> Trace:
         """Explicit-softmax forward pass returning hidden states and attention probabilities of every layer."""

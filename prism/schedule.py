@@ -10,6 +10,7 @@ then 17 of 16. A bare `HEADS` means one layer. `format` always writes the shorte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -166,3 +167,15 @@ def enumerate_monotone(n_layer: int, counts: Iterable[int]) -> list[Schedule]:
 
     extend([], 0)
     return out
+
+
+PAPER_REACH_DEPTH = 0.29  # the Prism paper's 24-layer ramp reaches the baseline head count by layer 7 of 24
+
+
+def paper_ramp(n_layer: int, counts: list[int], baseline_heads: int) -> Schedule:
+    """Fewest (widest) heads at layer 0, climbing through every allowed count to the baseline's by relative depth
+    0.29, then the baseline count to the last layer (the paper's "baseline preservation phase")."""
+    top = sorted(counts).index(baseline_heads)
+    reach = min(n_layer, max(top, math.ceil(PAPER_REACH_DEPTH * n_layer)))
+    levels = [top * layer // reach if layer < reach else top for layer in range(n_layer)]
+    return Schedule(tuple(sorted(counts)[level] for level in levels))

@@ -2,18 +2,21 @@
 
 `Trainer` advances one evaluation interval at a time, so a caller that lives elsewhere (a search driver talking
 to a worker) can decide between intervals whether to go on; `train` is the simple loop with a callback.
-The same code runs on CPU and CUDA. On CUDA it turns on what a GPU run wants: TF32 matmuls, bf16 autocast
-(precision="auto"), fused AdamW, pinned host batches copied without blocking; torch.compile is opt-in because
-its compile time dwarfs a short trial. Attention always goes through SDPA, which picks the flash or
-memory-efficient kernel on CUDA for the power-of-two head dims a schedule may use.
-Throughput counts training steps only (forward, backward, optimizer), never evaluation or start-up, so the
-tokens/s of two schedules compare fairly.
+The same code runs on CPU and CUDA. On CUDA it turns on what a GPU run wants: TF32 matmuls, bf16 autocast where
+the GPU runs bf16 natively and fp16 with loss scaling where it does not (precision="auto"), fused AdamW, pinned host
+batches copied without blocking; torch.compile is opt-in because its compile time dwarfs a short trial.
+Attention always goes through SDPA, which picks the flash or memory-efficient kernel on CUDA for the power-of-two
+head dims a schedule may use.
+Throughput counts training steps only (forward, backward, optimizer), never evaluation or start-up, and, as
+nanoGPT's MFU does, not the first SETTLE_STEPS steps, which pay for compilation and the allocator's warm-up: so the
+tokens/s of two schedules compare fairly, compiled or not.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -69,11 +72,32 @@ class TrainResult:
         return asdict(self)
 
 
-def _autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """bf16 where asked for, or by default on CUDA GPUs that support it; None means plain fp32."""
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()):
-        return torch.bfloat16
-    return None
+SETTLE_STEPS = 5  # untimed first steps (nanoGPT's MFU skips as many); a run of no more steps is timed whole
+
+NATIVE_BF16_CAPABILITY = (8, 0)  # Ampere and later run bf16 on their tensor cores; V100 and T4 only emulate it
+COMPILE_BACKEND_ENV = "PRISM_COMPILE_BACKEND"
+
+
+def autocast_dtype(precision: str, capability: tuple[int, int] | None) -> torch.dtype | None:
+    """The autocast dtype for `precision` on a GPU of compute `capability` (None: the CPU); None means plain fp32.
+    "auto" picks bf16 only where the GPU runs it natively: `torch.cuda.is_bf16_supported()` also says yes where it
+    is emulated, many times slower. Older GPUs get fp16, which needs loss scaling (Trainer's GradScaler)."""
+    if precision in ("bf16", "fp16"):
+        return torch.bfloat16 if precision == "bf16" else torch.float16
+    if precision == "fp32" or capability is None:
+        return None
+    return torch.bfloat16 if capability >= NATIVE_BF16_CAPABILITY else torch.float16
+
+
+def capability_of(device: torch.device) -> tuple[int, int] | None:
+    """A CUDA device's compute capability; None for the CPU."""
+    return torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+
+
+def compile_backend() -> str:
+    """torch.compile's backend: inductor, or $PRISM_COMPILE_BACKEND (`eager`, `aot_eager`), which trace and guard
+    as inductor does without generating code: what a CPU test of recompilation needs, in seconds."""
+    return os.environ.get(COMPILE_BACKEND_ENV, "inductor")
 
 
 class Trainer:
@@ -89,10 +113,13 @@ class Trainer:
         if cuda:
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
-        self.autocast_dtype = _autocast_dtype(train_cfg.precision, self.device)
+        self.autocast_dtype = autocast_dtype(train_cfg.precision, capability_of(self.device))
+        # fp16's narrow range underflows small gradients unless the loss is scaled up; a disabled scaler passes through
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.autocast_dtype == torch.float16)
         torch.manual_seed(train_cfg.seed)  # same seed -> same initial weights for every schedule
         self.model = PrismLM(model_cfg, schedule).to(self.device)
-        self._forward = torch.compile(self.model) if train_cfg.compile else self.model
+        if train_cfg.compile:
+            self.model.compile_parts(backend=compile_backend())
         decay = [p for p in self.model.parameters() if p.dim() >= 2]
         no_decay = [p for p in self.model.parameters() if p.dim() < 2]
         self.optimizer = torch.optim.AdamW(
@@ -104,7 +131,8 @@ class Trainer:
         self.batches = train_batches(corpus, model_cfg.block_size, train_cfg.batch_size, seed=train_cfg.seed)
         self.val = val_batches(corpus, model_cfg.block_size, train_cfg.batch_size, train_cfg.eval_batches)
         self.step = 0
-        self.train_time = 0.0
+        self.train_time = 0.0  # every training step's time
+        self.settled_time, self.settled_steps = 0.0, 0  # those after the first SETTLE_STEPS: what tokens/s is
         self.curve: list[EvalPoint] = []
         self._last_train_loss = float("nan")
 
@@ -124,7 +152,7 @@ class Trainer:
     def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         # fp32 enters no autocast context at all: a disabled one still resets autocast state on every call
         with torch.autocast(self.device.type, dtype=self.autocast_dtype) if self.autocast_dtype else contextlib.nullcontext():
-            return self._forward(self._to_device(x), self._to_device(y))[1]
+            return self.model(self._to_device(x), self._to_device(y))[1]
 
     def train_steps(self, n: int) -> float:
         """Run `n` training steps and return the last training loss. The losses stay on the device until all `n`
@@ -148,9 +176,11 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         loss = self._loss(x, y)
-        loss.backward()
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)  # clip the true gradients
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)  # skipped where fp16 gradients overflowed; the scale then shrinks
+        self.scaler.update()
         # free the gradients right after use, as nanoGPT does: the next forward (and any evaluation) then runs
         # without a dead copy of them in memory, instead of holding them until the next backward
         self.optimizer.zero_grad(set_to_none=True)
@@ -177,18 +207,32 @@ class Trainer:
             raise RuntimeError("training already finished")
         target = min(self.cfg.steps, (self.step // self.cfg.eval_every + 1) * self.cfg.eval_every)
         start = time.perf_counter()
+        if self.step < SETTLE_STEPS < target:  # the settling steps apart, so the rest is timed alone
+            self.train_steps(SETTLE_STEPS - self.step)
+        settled, first = time.perf_counter(), self.step
         self._last_train_loss = self.train_steps(target - self.step)
-        self.train_time += time.perf_counter() - start
+        end = time.perf_counter()
+        self.train_time += end - start
+        if first >= SETTLE_STEPS:
+            self.settled_time += end - settled
+            self.settled_steps += target - first
         point = EvalPoint(self.step, self.step * self.tokens_per_step, self.evaluate(), self._last_train_loss)
         self.curve.append(point)
         return point
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Training speed after the settling steps; a run with no more steps than those, over all of them."""
+        if self.settled_steps:
+            return self.settled_steps * self.tokens_per_step / self.settled_time
+        return self.step * self.tokens_per_step / self.train_time if self.train_time else 0.0
 
     def result(self) -> TrainResult:
         return TrainResult(
             schedule=str(self.schedule),
             final_val_loss=self.curve[-1].val_loss if self.curve else float("nan"),
             curve=list(self.curve),
-            tokens_per_s=self.step * self.tokens_per_step / self.train_time if self.train_time else 0.0,
+            tokens_per_s=self.tokens_per_s,
             n_params=param_count(self.model_cfg, self.schedule),
             flops_per_token=flops_per_token(self.model_cfg, self.schedule),
             wall_time_s=time.perf_counter() - self.started,

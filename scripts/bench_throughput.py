@@ -46,7 +46,7 @@ from reference_gpt import GPT, ReferenceLoop  # scripts/ is on sys.path when thi
 
 from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, allowed_head_counts, load_corpus, train_batches, validate
 from prism.config import MAX_STEPS
-from prism.training import _autocast_dtype
+from prism.training import autocast_dtype, capability_of
 
 
 def _args() -> argparse.Namespace:
@@ -63,7 +63,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=5, help="untimed steps per schedule before the first round")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"])
     p.add_argument("--compile", action="store_true")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--no-memory", action="store_true", help="skip the per-schedule memory probes (each builds the model again)")
@@ -225,7 +225,8 @@ def main() -> None:
     kernel = _kernel_times(cfg, args) if args.kernel else None
     memory = {} if args.no_memory else {s: _peak_memory_mib(cfg, s, tcfg, args) for s in schedules}
 
-    precision = "bf16 autocast" if _autocast_dtype(args.precision, torch.device(args.device)) else "fp32"
+    dtype = autocast_dtype(args.precision, capability_of(torch.device(args.device)))
+    precision = f"{str(dtype).removeprefix('torch.')} autocast" if dtype else "fp32"
     device = (
         torch.cuda.get_device_name()
         if args.device.startswith("cuda")
@@ -301,7 +302,7 @@ def _kernel_times(cfg: ModelConfig, args: argparse.Namespace) -> dict[int, float
     """Seconds per SDPA forward + backward call for every allowed head dim (same B, T, d_model), interleaved rounds."""
     dims = [cfg.d_model // h for h in allowed_head_counts(cfg)]
     B, T = args.batch_size, cfg.block_size
-    dtype = _autocast_dtype(args.precision, torch.device(args.device)) or torch.float32
+    dtype = autocast_dtype(args.precision, capability_of(torch.device(args.device))) or torch.float32
     qkv = {
         dh: [torch.randn(B, cfg.d_model // dh, T, dh, device=args.device, dtype=dtype, requires_grad=True) for _ in range(3)] for dh in dims
     }

@@ -156,8 +156,8 @@ _TRAIN_FIELDS = {
     "grad_clip": "gradient norm clipped to this before every step",
     "eval_every": "steps between validation evaluations: the learning curve's points and the pruner's rungs",
     "eval_batches": "validation batches per evaluation: the same fixed windows for every trial",
-    "precision": "auto: bf16 autocast on CUDA where supported, else fp32",
-    "compile": "torch.compile the model (off: its compile time dwarfs a short trial)",
+    "precision": "auto: bf16 autocast on GPUs that run it natively (capability 8.0+), fp16 with loss scaling on older ones, fp32 on CPU",
+    "compile": "torch.compile each block and the head, one graph per head count for every schedule (off: compiling dwarfs a short trial)",
     "fused_adamw": "always: AdamW's fused kernel on every device; cuda: on CUDA only (nanoGPT's rule)",
 }
 
@@ -293,14 +293,19 @@ class SearchSection(_Section):
 class ResourcesSection(_Section):
     workers: int = Field(2, gt=0, le=10_000, description="trials that train at once (Ray workers)")
     cpus_per_trial: int = Field(1, gt=0, le=4096, description="CPU cores, and torch threads, of each trial")
-    gpus_per_trial: float = Field(0.0, ge=0, le=1024, description="a fraction (0.25: four trials share a GPU) or whole GPUs")
+    gpus_per_trial: float = Field(0.0, ge=0, le=1, description="a GPU (1), a fraction of one (0.25: four trials share it), or 0: CPU")
     max_retries: int = Field(2, ge=0, le=100, description="re-runs of a trial whose worker died (pre-emption, OOM kill)")
 
-    @field_validator("gpus_per_trial")
+    @field_validator("gpus_per_trial", mode="before")
     @classmethod
-    def _ray_gpu_quantity(cls, v: float) -> float:
-        if v > 1 and not v.is_integer():  # Ray itself only refuses this when the first worker starts
-            raise ValueError(f"{v} GPUs: Ray allows a fraction of one GPU or whole GPUs; use {int(v)} or {int(v) + 1}")
+    def _one_gpu_at_most(cls, v: object) -> object:
+        # before the bound's check, whose message would not say why (a non-number is left to the type check)
+        # Ray would reserve them all while the trial trains on one (no data parallelism): the rest would idle
+        if isinstance(v, int | float) and not isinstance(v, bool) and v > 1:
+            raise ValueError(
+                f"{v:g} GPUs: a trial trains on one GPU (no data-parallel training), so the others would sit idle; "
+                "use 1 (one trial per GPU) or a fraction such as 0.5 (two trials share one)"
+            )
         return v
 
 

@@ -58,6 +58,10 @@ class TooManyFailures(PrismSearchError):
     """More trials failed than search.max_failed_trials allows."""
 
 
+class InfrastructureFailure(PrismSearchError):
+    """A node cannot run trials at all (no usable GPU there): every trial would fail the same way, whatever its schedule."""
+
+
 class GridExhausted(PrismSearchError):
     """A grid sampler has visited every schedule of its space."""
 

@@ -6,27 +6,16 @@ built-in computed for the model (`paper-ramp`). Names are stored on the trial so
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from prism import Schedule
-
-PAPER_REACH_DEPTH = 0.29  # the Prism paper's 24-layer ramp reaches the baseline head count by layer 7 of 24
+from prism.schedule import paper_ramp
 
 
 @dataclass(frozen=True)
 class Reference:
     name: str
     schedule: Schedule
-
-
-def paper_ramp(n_layer: int, counts: list[int], baseline_heads: int) -> Schedule:
-    """Fewest (widest) heads at layer 0, climbing through every allowed count to the baseline's by relative depth
-    0.29, then the baseline count to the last layer (the paper's "baseline preservation phase")."""
-    top = sorted(counts).index(baseline_heads)
-    reach = min(n_layer, max(top, math.ceil(PAPER_REACH_DEPTH * n_layer)))
-    levels = [top * layer // reach if layer < reach else top for layer in range(n_layer)]
-    return Schedule(tuple(sorted(counts)[level] for level in levels))
 
 
 BUILTIN = {"paper-ramp": paper_ramp}

@@ -73,11 +73,25 @@ def connect_ray(address: str | None, num_cpus: int) -> str | None:
         return None
     with interrupts_held():  # a Ctrl-C during start-up stops the run once Ray is up, never half-way through
         if address:
-            # quiet: Ray's INFO banner carries terminal colour codes even into a log file (`ray job logs`)
-            return ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING).dashboard_url or None
+            try:
+                # quiet: Ray's INFO banner carries terminal colour codes even into a log file (`ray job logs`)
+                return ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING).dashboard_url or None
+            except (ConnectionError, RuntimeError, ray.exceptions.RayError) as e:  # a head that answers TCP but refuses this driver
+                raise ClusterError(_refused(address, e)) from None
         # a private local cluster: its token-auth notice and dashboard are noise to a CLI user
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         return None
+
+
+def _refused(address: str, e: Exception) -> str:
+    """One line for a head that answers but will not let this driver join: most often token authentication
+    (Ray's own reason then goes only to its log, as `InvalidAuthToken`)."""
+    reason = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__).split(". ")[0]
+    return (
+        f"--address {address}: the Ray head answers but did not let this driver join ({reason}); if the cluster uses "
+        "token authentication, run with RAY_AUTH_MODE=token and RAY_AUTH_TOKEN set to its token (fix: the cluster's "
+        "token, or the address of a head that accepts this machine)"
+    )
 
 
 UNFIT_WAIT_DEFAULT_S = 300  # an autoscaler adds a node within minutes; a fixed cluster never does

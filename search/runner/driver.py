@@ -13,6 +13,7 @@ trial holds its schedule: search.runner.cache.holder).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -42,7 +43,7 @@ from search.attrs import (
     WORKER,
 )
 from search.config import resume_command
-from search.errors import DatabaseUnavailable, TooManyFailures
+from search.errors import DatabaseUnavailable, InfrastructureFailure, TooManyFailures
 from search.runner import cache
 from search.runner.checkpoints import keep_checkpoints, trial_checkpoint_dir
 from search.runner.context import StudyContext
@@ -50,7 +51,7 @@ from search.runner.messages import Evaluated, Finished, Message, Started
 from search.runner.outside import CommandSession, PythonSession
 from search.runner.progress import StudyProgress
 from search.runner.undelivered import save_undelivered
-from search.runner.worker import TrialSession, TrialSpec
+from search.runner.worker import DeviceUnavailable, DoesNotFit, TrialSession, TrialSpec
 from search.signals import interrupts_held, raise_if_interrupted
 from search.storage import stale_trial_ids, storage_of, trial_id
 from search.storage.records import apply_constraint, claim_uid, enqueue, objective_values, result_attrs, schedule_attrs
@@ -144,6 +145,18 @@ class BetweenTrials(Protocol):
     def next_runs(self, trials: Sequence[optuna.trial.FrozenTrial]) -> list[tuple[str, int]]: ...
 
     def stop(self, done: Budget) -> Reason | None: ...
+
+
+DRAIN_S = 10.0  # how long a stopping driver waits for its other trials' calls to answer
+
+
+def _read_quietly(refs: list[ray.ObjectRef]) -> None:
+    """Read the answers of calls still in flight, failures included: the other workers likely met the same fault, and
+    an error Ray holds unread is printed as a traceback when the run exits."""
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=DRAIN_S) if refs else ([], [])
+    for ref in ready:
+        with contextlib.suppress(ray.exceptions.RayError):
+            ray.get(ref)
 
 
 SESSIONS: dict[str, type] = {"prism": TrialSession, "command": CommandSession, "python": PythonSession}  # by [trainer] kind
@@ -296,6 +309,9 @@ class Driver:
             raise_if_interrupted()
             self._fail_run(job, e)
             return
+        if self.progress and not isinstance(out, cache.Wait):
+            for warning in out.warnings:
+                self.progress.note(f"trial {job.trial.number}'s worker warned: {warning}")
         match out:
             case cache.Wait():
                 self._await_original(job, out)
@@ -328,6 +344,13 @@ class Driver:
             return
         cause = e.cause if getattr(e, "cause", None) is not None else e
         self.idle.append(job.worker)
+        if isinstance(cause, DeviceUnavailable):  # the node's fault: no schedule is to blame, and every trial would fail
+            self._fail(job.trial, f"{type(cause).__name__}: {cause}", requeue=True)
+            resume = resume_command(self.config)
+            raise InfrastructureFailure(f"{cause}; the study stopped, no trial counted as failed; fix it, then `{resume}`")
+        if isinstance(cause, DoesNotFit):  # the trials sharing its GPU may have taken the memory: retried, not marked
+            self._fail(job.trial, f"{type(cause).__name__}: {cause}", retry=True)
+            return
         if not isinstance(cause, TrainerTimeout):  # a time-out may pass on a quieter machine; any other error repeats
             self._db(job.trial.set_user_attr, FAILED_ITSELF, True)
         self._fail(job.trial, f"{type(cause).__name__}: {str(cause).splitlines()[-1] if str(cause) else ''}")
@@ -485,11 +508,15 @@ class Driver:
                     self._heartbeat()
                     continue
                 self._wait_and_handle()
-        except KeyboardInterrupt:  # also SIGTERM (search.cli): it may land mid-handling, off in_flight
+        # KeyboardInterrupt: also SIGTERM (search.cli); it may land mid-handling, off in_flight
+        except (KeyboardInterrupt, InfrastructureFailure) as stop:
+            why = "interrupted (Ctrl-C)" if isinstance(stop, KeyboardInterrupt) else "stopped: a node cannot run trials"
+            if isinstance(stop, InfrastructureFailure):
+                _read_quietly(list(self.in_flight))
             still_running = {trial_id(t) for t in self._db(self.study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
             for trial in self.asked:
                 if trial_id(trial) in still_running:
-                    self._fail(trial, "interrupted (Ctrl-C)", requeue=SCHEDULE in trial.user_attrs)
+                    self._fail(trial, why, requeue=SCHEDULE in trial.user_attrs)
             self.in_flight.clear()
             raise
         if self._too_many_failures():

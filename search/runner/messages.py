@@ -18,6 +18,7 @@ class Started:
     """The trial's model and data are ready: where it runs ({"host", "pid", "device", "kernels"}, stored as WORKER)."""
 
     where: dict
+    warnings: tuple[str, ...] = ()  # what the worker's libraries warned meanwhile (Ray keeps worker logs on the node)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Evaluated:
     """One evaluation interval trained: the driver reports the point and decides whether the trial goes on."""
 
     point: EvalPoint
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class Finished:
     """The trial ended, its budget spent or stopped by the driver: its result, model freed."""
 
     result: TrainResult
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ from search.errors import ConfigError
 
 BYTES_PER_PARAM = 16  # fp32 weights, their gradients and AdamW's two moments
 LOGIT_BYTES = 12  # per token and vocab entry: fp32 logits, their softmax and its gradient
+# what each process's CUDA context holds on its GPU before any tensor: CUDA's runtime and torch's kernels (their
+# vendor-documented range is a few hundred MiB, more on newer GPUs and CUDA versions); trials sharing a GPU each pay it
+CUDA_CONTEXT_BYTES = 1 << 30
 SIZE_FIELDS = ("model.n_layer", "model.d_model", "model.mlp_ratio", "model.block_size", "model.vocab_size", "train.batch_size")
 
 
@@ -171,6 +174,16 @@ def training_bytes(sizes: dict[str, int]) -> int:
     return BYTES_PER_PARAM * params + batch * block * per_token
 
 
+def sizes_of(model: object, batch_size: int) -> dict[str, int]:
+    """SIZE_FIELDS' values of `model` (a study's [model] section or a ModelConfig) trained at `batch_size`."""
+    return {name: batch_size if name == "train.batch_size" else getattr(model, name.split(".")[1]) for name in SIZE_FIELDS}
+
+
+def trial_bytes(sizes: dict[str, int], device: str) -> int:
+    """Memory one trial's process holds on `device`: its training, plus a CUDA context on a GPU."""
+    return training_bytes(sizes) + (CUDA_CONTEXT_BYTES if device.startswith("cuda") else 0)
+
+
 def available_bytes(device: str) -> tuple[int, str]:
     """Memory free for training on `device`, and where: a CUDA device's total (reading its free memory would make
     a CUDA context in this driver process, which holds GPU memory for as long as it runs), else the host's available."""
@@ -195,16 +208,17 @@ def _host_available() -> int:
 def check_memory(config: StudyConfig, device: str, at_once: int, source: str) -> None:
     """Refuse sizes whose training cannot fit, naming the size that matters most: the one whose reset to its
     default would save the most memory."""
-    sizes = {name: getattr(getattr(config, name.split(".")[0]), name.split(".")[1]) for name in SIZE_FIELDS}
-    need = training_bytes(sizes) * at_once
+    sizes = sizes_of(config.model, config.train.batch_size)
+    need = trial_bytes(sizes, device) * at_once
     have, where = available_bytes(device)
     if need <= have:
         return
     defaults = {name: type(getattr(config, name.split(".")[0])).model_fields[name.split(".")[1]].default for name in SIZE_FIELDS}
-    field = min(SIZE_FIELDS, key=lambda name: training_bytes(sizes | {name: min(sizes[name], defaults[name])}))
+    field = min(SIZE_FIELDS, key=lambda name: trial_bytes(sizes | {name: min(sizes[name], defaults[name])}, device))
     runs = f" for {at_once} trials at once ({source})" if at_once > 1 else ""
     raise ConfigError(
-        f"{field}={sizes[field]}: training needs about {_gib(need)}{runs} (parameters, AdamW state, activations), "
+        f"{field}={sizes[field]}: training needs about {_gib(need)}{runs} (parameters, AdamW state, activations"
+        f"{', a CUDA context each' if device.startswith('cuda') else ''}), "
         f"{where} has {_gib(have)} available (fix: lower {field}{' or the trials at once' if at_once > 1 else ''})"
     )
 

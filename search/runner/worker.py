@@ -13,11 +13,14 @@ for "best" is the driver's job, since only it knows the study's best trial.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
 import re
 import shutil
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,15 @@ if TYPE_CHECKING:
 
 class CorpusMismatch(RuntimeError):
     """The worker's corpus differs from the one the study was created with."""
+
+
+class DeviceUnavailable(RuntimeError):
+    """The node a trial landed on cannot give it the device it asks for: a fault of the node, not of the schedule,
+    so the driver counts it against no schedule and stops the study (search.runner.driver)."""
+
+
+class DoesNotFit(RuntimeError):
+    """The trial ran out of GPU memory: alone, or beside the trials sharing its GPU."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,7 @@ class TrialSpec:
     trainer: Any = None  # an outside trainer's [trainer] section (search.trainers); None: prism's own, this session
     trial_dir: str | None = None  # an outside trainer's folder for this trial: its report, logs and whatever it saves
     study_uid: str | None = None  # the study's id, recorded in its checkpoints (search.runner.checkpoints)
+    gpus: float = 0.0  # the study's resources.gpus_per_trial: what Ray reserved for the trial, named when it fails
 
     @classmethod
     def of(
@@ -91,6 +104,7 @@ class TrialSpec:
             checkpoint_dir=checkpoint_dir,
             **_outside_trainer(config, number, study_uid),
             study_uid=study_uid,
+            gpus=config.resources.gpus_per_trial,
         )
 
 
@@ -102,6 +116,26 @@ def _outside_trainer(config: StudyConfig, number: int | None, study_uid: str | N
     if config.trainer.kind == "prism" or number is None:
         return {}
     return {"trainer": config.trainer, "trial_dir": str(study_folder(config, study_uid) / f"trial-{number:05d}")}
+
+
+def check_trial_device(device: str, gpus: float) -> None:
+    """Refuse, before a model is built, a CUDA device this process cannot use: a torch built without CUDA (torch
+    would raise a bare AssertionError deep in the first `.to`) or no GPU visible to it (CUDA_VISIBLE_DEVICES)."""
+    parsed = torch.device(device)
+    if parsed.type != "cuda":
+        return
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if torch.version.cuda is None:
+        why = f"its torch {torch.__version__} is built without CUDA"
+    elif (count := torch.cuda.device_count()) <= (parsed.index or 0):
+        why = f"torch sees {count} GPU(s) there (CUDA_VISIBLE_DEVICES={visible!r})"
+    else:
+        return
+    asked = f"resources.gpus_per_trial = {gpus:g}" if gpus else f"device {device!r}"
+    raise DeviceUnavailable(
+        f"node {socket.gethostname()} cannot train on {device} as {asked} asks: {why} "
+        "(fix: a CUDA build of torch and a GPU on every node Ray may use, or resources.gpus_per_trial = 0)"
+    )
 
 
 def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
@@ -125,6 +159,37 @@ def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
     return fastest[spec.baseline] / fastest[spec.schedule], tokens_per_step / fastest[spec.baseline]
 
 
+class WarningRelay(logging.Handler):
+    """Collects the warnings torch logs in a worker process (Dynamo's recompile limit, inductor's fallbacks), each
+    distinct one once, for the driver to print: Ray keeps a worker's own log on its node. An added handler: torch's
+    own still prints them where they always went."""
+
+    LOGGERS = ("torch", "torch._dynamo", "torch._inductor")  # torch's loggers: none propagates to another
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: set[str] = set()
+        self.fresh: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = f"{record.name}: {record.getMessage()}".splitlines()[0]
+        if text not in self.seen:
+            self.seen.add(text)
+            self.fresh.append(text)
+
+    def install(self) -> None:
+        """Take over from any earlier relay of this process: the newest session is the one whose trials run."""
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            for earlier in [h for h in logger.handlers if isinstance(h, WarningRelay)]:
+                logger.removeHandler(earlier)
+            logger.addHandler(self)
+
+    def take(self) -> tuple[str, ...]:
+        fresh, self.fresh = tuple(self.fresh), []
+        return fresh
+
+
 class TrialSession:
     """Holds one trial's trainer between evaluation intervals; reused for many trials by a long-lived worker."""
 
@@ -132,9 +197,35 @@ class TrialSession:
         self.trainer: Trainer | None = None
         self.spec: TrialSpec | None = None
         self.corpus: Corpus | None = None
+        self.warnings = WarningRelay()
+        self.warnings.install()
+
+    def _free(self) -> None:
+        """Drop the held trainer and return its GPU memory, so the next model is built where it was: the GPU may
+        be shared with other trials' processes, which the cached blocks would otherwise starve."""
+        self.trainer = None
+        torch.cuda.empty_cache()  # nothing where CUDA was never initialised
+
+    @contextlib.contextmanager
+    def _fitting(self, spec: TrialSpec) -> Iterator[None]:
+        """Turn CUDA's out-of-memory error into one line with the estimate and the share the trial had."""
+        try:
+            yield
+        except torch.OutOfMemoryError:
+            self._free()
+            from search.runner.preflight import sizes_of, trial_bytes
+
+            need = trial_bytes(sizes_of(spec.model, spec.train.batch_size), spec.train.device)
+            raise DoesNotFit(
+                f"out of GPU memory on {socket.gethostname()}: {spec.schedule} does not fit at resources.gpus_per_trial = "
+                f"{spec.gpus:g} (estimated {need / 2**30:.1f} GiB per trial with its CUDA context; fix: a larger "
+                "gpus_per_trial, so fewer trials share a GPU, or a smaller train.batch_size)"
+            ) from None
 
     def start(self, spec: TrialSpec) -> Started:
         """Build the model and data for `spec`; says where it runs. No training yet."""
+        check_trial_device(spec.train.device, spec.gpus)
+        self._free()  # a failed trial's model is still held: never two at once
         torch.set_num_threads(spec.threads)  # Ray's OMP_NUM_THREADS alone leaves torch on one thread
         corpus = load_corpus(spec.corpus, spec.val_fraction, **spec.corpus_options)
         if corpus.fingerprint != spec.corpus_fingerprint:
@@ -142,30 +233,37 @@ class TrialSession:
                 f"corpus {spec.corpus!r} on {socket.gethostname()} has fingerprint {corpus.fingerprint}, "
                 f"the study was created with {spec.corpus_fingerprint}; use the same corpus files everywhere"
             )
-        self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
+        with self._fitting(spec):
+            self.trainer = Trainer(spec.model, Schedule.parse(spec.schedule), spec.train, corpus)
         self.spec, self.corpus = spec, corpus
         device = self.trainer.device
-        return Started({"host": socket.gethostname(), "pid": os.getpid(), "device": str(device), "kernels": _kernels(device)})
+        where = {"host": socket.gethostname(), "pid": os.getpid(), "device": str(device), "kernels": _kernels(device)}
+        return Started(where, self.warnings.take())
 
     def advance(self) -> Evaluated | Finished:
         """Train to the next evaluation; the final result once the budget is spent."""
         assert self.trainer is not None and self.spec is not None, "start() a trial first"
-        if self.trainer.done:
-            return Finished(self._end(save=self.spec.keep_checkpoints != "none"))
-        return Evaluated(self.trainer.run_to_next_eval())
+        with self._fitting(self.spec):
+            if self.trainer.done:
+                result = self._end(save=self.spec.keep_checkpoints != "none")
+                return Finished(result, self.warnings.take())
+            return Evaluated(self.trainer.run_to_next_eval(), self.warnings.take())
 
     def stop(self) -> Finished:
         """End the trial now (pruned, or finished after its last evaluation) and free its model."""
         assert self.trainer is not None and self.spec is not None, "start() a trial first"
         save = self.spec.keep_checkpoints == "all" or (self.trainer.done and self.spec.keep_checkpoints != "none")
-        return Finished(self._end(save))
+        with self._fitting(self.spec):
+            result = self._end(save)
+        return Finished(result, self.warnings.take())
 
     def _end(self, save: bool) -> TrainResult:
         assert self.trainer is not None and self.spec is not None and self.corpus is not None, "start() a trial first"
         result, trainer, spec, corpus = self.trainer.result(), self.trainer, self.spec, self.corpus
-        self.trainer = None
         if save and spec.checkpoint_dir:
             result.extra |= _save(trainer, spec, result)
+        del trainer
+        self._free()  # the trained model is on disk (or not kept): the probes' two models take its place
         if spec.baseline is not None:
             ratio, uniform = throughput_ratio(spec, corpus)
             result.extra |= {THROUGHPUT_RATIO: ratio, UNIFORM_TOKENS_PER_S: uniform}

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from prism import ModelConfig, PrismLM, Schedule, TrainConfig, Trainer, TrainingDiverged, load_corpus, train, train_batches
-from prism.training import diverged_above
+from prism.training import SETTLE_STEPS, autocast_dtype, diverged_above
 
 CFG = ModelConfig(n_layer=2, d_model=64, block_size=32, dh_min=16, dh_max=64)
 TCFG = TrainConfig(steps=40, batch_size=8, warmup_steps=4, eval_every=10, eval_batches=2, lr=3e-3)
@@ -109,8 +109,8 @@ def test_bf16_autocast_runs_the_same_code_on_cpu():
 
 
 def test_unknown_precision_is_refused():
-    with pytest.raises(ValueError, match="precision='fp16' is not one of auto, fp32, bf16"):
-        TrainConfig(precision="fp16")
+    with pytest.raises(ValueError, match="precision='fp8' is not one of auto, fp32, bf16, fp16"):
+        TrainConfig(precision="fp8")
 
 
 def test_a_finite_but_absurd_loss_is_a_divergence_too():
@@ -125,3 +125,43 @@ def test_a_finite_but_absurd_loss_is_a_divergence_too():
     assert "is above 4.0 x ln(vocab_size=256) = 22.18" in str(info.value)
     healthy = train(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "steps": 10, "eval_every": 5}), load_corpus())
     assert all(p.val_loss < diverged_above(256) for p in healthy.curve)  # a learning run stays far below the line
+
+
+@pytest.mark.parametrize(
+    "precision, capability, dtype",
+    [
+        ("auto", None, None),  # the CPU: fp32
+        ("auto", (7, 0), torch.float16),  # V100: bf16 only emulated
+        ("auto", (7, 5), torch.float16),  # T4
+        ("auto", (8, 0), torch.bfloat16),  # A100
+        ("auto", (8, 9), torch.bfloat16),  # L4
+        ("auto", (9, 0), torch.bfloat16),  # H100, H200
+        ("fp32", (9, 0), None),
+        ("bf16", None, torch.bfloat16),
+        ("fp16", (9, 0), torch.float16),
+    ],
+)
+def test_auto_precision_is_bf16_only_where_the_gpu_runs_it_natively(precision, capability, dtype):
+    assert autocast_dtype(precision, capability) is dtype
+
+
+def test_fp16_trains_with_a_grad_scaler():
+    fp16 = Trainer(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "steps": 20, "precision": "fp16"}), load_corpus())
+    assert fp16.autocast_dtype is torch.float16 and fp16.scaler.is_enabled()
+    first, second = fp16.run_to_next_eval(), fp16.run_to_next_eval()
+    assert second.val_loss < first.val_loss < math.log(256) + 0.5
+    assert fp16.scaler.get_scale() > 1  # the loss was scaled
+    fp32 = Trainer(CFG, Schedule.parse("2x2"), TCFG, load_corpus())
+    assert not fp32.scaler.is_enabled()
+
+
+def test_tokens_per_s_leaves_out_the_settling_steps():
+    trainer = Trainer(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "steps": 12, "eval_every": 3}), load_corpus())
+    while not trainer.done:
+        trainer.run_to_next_eval()
+    assert trainer.settled_steps == 12 - SETTLE_STEPS and 0 < trainer.settled_time < trainer.train_time
+    assert trainer.result().tokens_per_s == pytest.approx(trainer.settled_steps * trainer.tokens_per_step / trainer.settled_time)
+    short = Trainer(CFG, Schedule.parse("2x2"), TrainConfig(**{**TCFG.__dict__, "steps": SETTLE_STEPS}), load_corpus())
+    short.run_to_next_eval()
+    assert short.settled_steps == 0
+    assert short.result().tokens_per_s == pytest.approx(SETTLE_STEPS * short.tokens_per_step / short.train_time)

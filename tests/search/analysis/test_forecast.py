@@ -224,7 +224,7 @@ def test_a_pilot_s_stored_speed_counts_only_for_the_same_work(tiny_config):
     bigger = cfg.model_copy(update={"model": cfg.model.model_copy(update={"d_model": 128})})
     batch = cfg.model_copy(update={"train": cfg.train.model_copy(update={"batch_size": 16})})
     threads = cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"cpus_per_trial": 2})})
-    gpu, gpu2 = (cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"gpus_per_trial": g})}) for g in (1.0, 2.0))
+    gpu, gpu2 = (cfg.model_copy(update={"resources": cfg.resources.model_copy(update={"gpus_per_trial": g})}) for g in (1.0, 0.5))
     for other in (bigger, batch, threads, gpu):
         assert pilot_speed(study, cfg, other) is None and pilot_speed(study, other, cfg) is None
     assert pilot_speed(study, gpu, gpu2) == Speed(1100.0, SPEED_STORED, "pilot", runs=3)  # both train on GPUs

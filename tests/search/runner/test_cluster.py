@@ -25,7 +25,7 @@ from search.errors import ClusterError
 from search.runner.cluster import check_cluster
 from search.storage.records import FINISHED
 from tests.search.conftest import ROOT
-from tests.search.runner.cluster_probe import RESOURCES
+from tests.search.runner.cluster_probe import RESOURCES, SHARED_GPUS
 
 PG_ADMIN = os.environ.get("PRISM_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 # the cluster runs without token auth: its nodes and drivers are all this test's processes on 127.0.0.1
@@ -296,6 +296,81 @@ def test_a_run_whose_trials_fit_no_node_stops_with_one_line_after_its_wait(ray_c
     assert "started" not in done.stdout and "Traceback" not in done.stdout + done.stderr
     trials = optuna.load_study(study_name="tiny", storage=pg_url).get_trials()
     assert trials and all(t.state == TrialState.WAITING for t in trials)
+
+
+# -- GPUs declared to Ray: this machine has none, so Ray's bookkeeping and the refusals are what can be checked ---
+@pytest.mark.e2e
+def test_two_trials_share_each_of_two_gpus_at_half_a_gpu(tmp_path):
+    """A local Ray declaring 2 GPUs (a separate process: this one may hold the session's Ray), 4 workers at
+    gpus_per_trial = 0.5: all four hold their share at once, two per GPU, each seeing only its GPU."""
+    url = f"sqlite:///{tmp_path / 'gpus.db'}"
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.search.runner.cluster_probe", "gpus=2", url],
+        env=RAY_ENV,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, workers = _finished_and_workers(url)
+    by_pid = {w["pid"]: w for w in workers}  # a long-lived worker may train more than one trial
+    assert len(by_pid) == SHARED_GPUS["workers"]  # four actors held their half GPU at the same time
+    assert all(w["resources"] == {"CPU": 1, "GPU": 0.5} for w in by_pid.values())
+    seen = sorted(w["cuda_visible_devices"] for w in by_pid.values())
+    assert seen == ["0", "0", "1", "1"]  # two trials per GPU, each told its own
+
+
+@pytest.mark.e2e
+@pytest.mark.xdist_group("ray_cluster")
+def test_a_gpu_study_on_nodes_whose_torch_has_no_cuda_stops_with_one_line_counting_no_failure(ray_cluster, pg_url, study_toml):
+    """The cluster's nodes declare a GPU each, but this machine's torch is a CPU build: each trial's worker refuses
+    before building a model, the driver stops the study with one line naming gpus_per_trial and the node, and every
+    trial it started is queued again rather than counted against max_failed_trials."""
+    if torch.cuda.is_available():
+        pytest.skip("needs a torch that cannot use CUDA")
+    toml = study_toml(("workers = 2", "workers = 2\ngpus_per_trial = 0.5"))
+    done = _cli("run", str(toml), "--address", ray_cluster, "--storage", pg_url, env=RAY_ENV, timeout=240)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stdout + done.stderr
+    error = lines[0]
+    assert f"cannot train on cuda as resources.gpus_per_trial = 0.5 asks: its torch {torch.__version__} is built without CUDA" in error
+    assert "error: node " in error and "the study stopped, no trial counted as failed" in error and "prism-search resume tiny" in error
+    assert "Traceback" not in done.stdout + done.stderr
+    trials = optuna.load_study(study_name="tiny", storage=pg_url).get_trials()
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert failed and all("queued again" in t.user_attrs["error"] for t in failed)
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    assert {t.user_attrs["schedule"] for t in failed} <= {t.user_attrs["schedule"] for t in trials if t.state == TrialState.WAITING}
+
+
+@pytest.mark.e2e
+def test_a_head_that_refuses_this_driver_is_one_line(tmp_path):
+    """A head with token authentication, joined with another token: Ray retries, then the run ends in one line."""
+    temp_dir = tempfile.mkdtemp(prefix="ra5", dir="/tmp")
+    port, ray_bin = _free_port(), str(Path(sys.executable).parent / "ray")
+    head_env = RAY_ENV | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "a" * 40}
+    try:
+        subprocess.run(
+            [ray_bin, "start", "--head", "--port", str(port), "--num-cpus", "1", "--include-dashboard", "false", "--temp-dir", temp_dir],
+            env=head_env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
+        from tests.search.pg import fresh_database
+
+        with fresh_database() as url:
+            env = RAY_ENV | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "b" * 40}
+            done = _cli("run", "studies/tiny.toml", "--address", f"127.0.0.1:{port}", "--storage", url, env=env, timeout=240)
+    finally:
+        _stop_cluster(temp_dir)
+    assert done.returncode == 2, done.stdout + done.stderr
+    # Ray's C++ client logs its retries on stderr itself; the run's own words are one line, and no traceback
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: --address 127.0.0.1:{port}: the Ray head answers but did not let this driver join")
+    assert "RAY_AUTH_TOKEN" in error and "Traceback" not in done.stdout + done.stderr
 
 
 # -- the team workflow: Ray Jobs on a head with its dashboard -----------------------------------------------
