@@ -28,11 +28,12 @@ import fcntl
 import glob
 import hashlib
 import lzma
+import mmap
 import os
 import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,42 +55,60 @@ class CorpusError(ValueError):
 @dataclass(frozen=True)
 class Corpus:
     name: str
-    tokens: np.ndarray  # 1-D token ids
+    tokens: np.ndarray  # 1-D token ids: the training split, or train and validation cut by val_fraction
     vocab_size: int
     val_fraction: float = 0.1
-    split_at: int | None = None  # explicit train/val boundary (separate val files); else val_fraction decides
+    val_tokens: np.ndarray | None = None  # a separate validation split (val.bin, a dataset's split); else cut from `tokens`
     task: Task | None = None  # a synthetic task generates its sequences; its tokens are empty
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """sha256 over the tokens, vocab and split: a study refuses to mix corpora that differ in any of them.
+        A token file (memory-mapped, maybe tens of GB) is hashed by its size and a bounded sample, never read whole.
         A task's settings and its sampler's version stand for its tokens."""
         if self.task is not None:
             return hashlib.sha256(f"{self.task.name}|generator={GENERATOR}".encode()).hexdigest()[:16]
-        return _fingerprint(self.tokens.tobytes(), self.vocab_size, self.val_fraction, self.split_at)
-
-    @property
-    def split(self) -> int:
-        if self.split_at is not None:
-            return self.split_at
-        return int(len(self.tokens) * (1.0 - self.val_fraction))
+        h = hashlib.sha256()
+        parts = [self.tokens] if self.val_tokens is None else [self.tokens, self.val_tokens]
+        for part in parts:
+            _hash_tokens(h, part)
+        h.update(f"|vocab={self.vocab_size}|val={self.val_fraction}".encode())
+        if self.val_tokens is not None:
+            h.update(f"|split={len(self.tokens)}".encode())
+        return h.hexdigest()[:16]
 
     @property
     def train(self) -> np.ndarray:
-        return self.tokens[: self.split]
+        return self.tokens if self.val_tokens is not None else self.tokens[: int(len(self.tokens) * (1.0 - self.val_fraction))]
 
     @property
     def val(self) -> np.ndarray:
-        return self.tokens[self.split :]
+        return self.val_tokens if self.val_tokens is not None else self.tokens[int(len(self.tokens) * (1.0 - self.val_fraction)) :]
 
 
-@lru_cache(maxsize=8)
-def _fingerprint(data: bytes, vocab_size: int, val_fraction: float, split_at: int | None = None) -> str:
-    h = hashlib.sha256(data)
-    h.update(f"|vocab={vocab_size}|val={val_fraction}".encode())
-    if split_at is not None:
-        h.update(f"|split={split_at}".encode())
-    return h.hexdigest()[:16]
+SAMPLE_CHUNKS = 64  # a mapped token file's fingerprint hashes its size and this many evenly spaced chunks
+SAMPLE_CHUNK_TOKENS = 1 << 16
+
+
+def _pieces(tokens: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, tokens) of what a corpus check reads: everything in memory; of a large mapped file, SAMPLE_CHUNKS
+    evenly spaced chunks, copied out so that no more of the map stays resident than one chunk."""
+    if not isinstance(tokens, np.memmap) or len(tokens) <= SAMPLE_CHUNKS * SAMPLE_CHUNK_TOKENS:
+        yield 0, np.asarray(tokens)
+        return
+    for start in np.linspace(0, len(tokens) - SAMPLE_CHUNK_TOKENS, SAMPLE_CHUNKS, dtype=np.int64):
+        piece = np.array(tokens[start : start + SAMPLE_CHUNK_TOKENS])
+        _release(tokens)
+        yield int(start), piece
+
+
+def _hash_tokens(h: Any, tokens: np.ndarray) -> None:
+    """Tokens in memory are hashed whole (as they always were); a large mapped file by its length, dtype and the
+    sample `_pieces` reads, so no process reads it whole."""
+    if isinstance(tokens, np.memmap) and len(tokens) > SAMPLE_CHUNKS * SAMPLE_CHUNK_TOKENS:
+        h.update(f"|mapped {len(tokens)} {tokens.dtype}|".encode())
+    for _, piece in _pieces(tokens):
+        h.update(np.ascontiguousarray(piece).tobytes())
 
 
 def _shakespeare_bytes() -> bytes:
@@ -299,17 +318,24 @@ def load_corpus(
     else:
         vocab = vocab_size or 256
         train, val = _encode(train, None), None if val is None else _encode(val, None)
-    tokens = train if val is None else np.concatenate([np.asarray(train), np.asarray(val)])
-    if len(tokens) == 0 or (val is not None and len(val) == 0):
-        raise CorpusError(f"corpus {name!r} is empty{' (validation split)' if len(tokens) else ''}; point it at files with data in them")
-    top = int(tokens.max())
-    if top >= vocab:
-        where = int(np.argmax(np.asarray(tokens) >= vocab))
-        raise CorpusError(
-            f"corpus {name!r}: token id {top} (first bad id at position {where}) >= vocab_size={vocab}; "
-            "declare the tokenizer's real vocab_size"
-        )
-    return Corpus(name=name, tokens=tokens, vocab_size=vocab, val_fraction=val_fraction, split_at=None if val is None else len(train))
+    if len(train) == 0 or (val is not None and len(val) == 0):
+        raise CorpusError(f"corpus {name!r} is empty{' (validation split)' if len(train) else ''}; point it at files with data in them")
+    for part in (train,) if val is None else (train, val):
+        _check_ids(name, part, vocab)
+    return Corpus(name=name, tokens=train, vocab_size=vocab, val_fraction=val_fraction, val_tokens=val)
+
+
+def _check_ids(name: str, tokens: np.ndarray, vocab: int) -> None:
+    """Every id below `vocab`: all of them in memory; in a mapped token file, the fingerprint's sample (a full pass
+    over tens of GB at every process start, driver and each worker, is what mapping avoids)."""
+    for start, piece in _pieces(tokens):
+        top = int(piece.max())
+        if top >= vocab:
+            where = start + int(np.argmax(piece >= vocab))
+            raise CorpusError(
+                f"corpus {name!r}: token id {top} (first bad id at position {where}) >= vocab_size={vocab}; "
+                "declare the tokenizer's real vocab_size"
+            )
 
 
 def _task_corpus(name: str, tokenizer: str, vocab_size: int | None) -> Corpus:
@@ -327,7 +353,17 @@ def _windows(data: np.ndarray, starts: np.ndarray, block_size: int) -> tuple[tor
 
     idx = starts[:, None] + np.arange(block_size + 1)[None, :]  # (B, T+1)
     chunk = torch.from_numpy(data[idx].astype(np.int64))
+    _release(data)
     return chunk[:, :-1].contiguous(), chunk[:, 1:].contiguous()  # inputs, next-token targets
+
+
+def _release(data: np.ndarray) -> None:
+    """Unmap what a read of a mapped token file faulted in. The kernel maps whole readahead folios (up to MBs) per
+    touched page, so random windows would otherwise leave hundreds of MB resident per process; the pages stay in
+    the page cache, shared, and the next read maps them again (nanoGPT opens its memmap anew per batch instead)."""
+    mapping = getattr(data, "_mmap", None) if isinstance(data, np.memmap) else None  # numpy's mmap.mmap of the file
+    if mapping is not None:
+        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def check_windows(corpus: Corpus, block_size: int, n_val_windows: int) -> None:

@@ -1,3 +1,4 @@
+import numpy as np
 import torch
 
 from prism import load_corpus, train_batches, val_batches
@@ -9,7 +10,7 @@ def test_builtin_corpus_is_real_text_and_large_enough():
     assert len(corpus.tokens) >= 5_000_000
     text = corpus.tokens[:200_000].tobytes().decode("ascii")
     assert "HAMLET" in corpus.tokens.tobytes().decode("ascii") and "\r" not in text
-    assert len(corpus.val) == len(corpus.tokens) - corpus.split
+    assert len(corpus.train) + len(corpus.val) == len(corpus.tokens) and len(corpus.train) == int(len(corpus.tokens) * 0.9)
 
 
 def test_fingerprint_is_stable_and_sensitive():
@@ -38,3 +39,35 @@ def test_training_order_depends_on_seed_only():
     first = [next(train_batches(corpus, 16, 2, seed=5))[0] for _ in range(2)]
     assert torch.equal(first[0], first[1])
     assert not torch.equal(next(train_batches(corpus, 16, 2, seed=6))[0], first[0])
+
+
+def test_a_gigabyte_token_file_stays_on_disk(tmp_path):
+    """A nanoGPT token file is mapped, never copied: loading it, its fingerprint and a study's batches keep the
+    process's peak resident memory within 300 MB of what it held before (a copy would add 1 GB, the old bytes-for-the-
+    hash copy another)."""
+    import subprocess
+    import sys
+
+    tokens = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="w+", shape=(1 << 29,))  # 1 GiB
+    for start in range(0, len(tokens), 1 << 26):
+        tokens[start : start + (1 << 26)] = np.arange(1 << 26, dtype=np.uint64) % 50257
+    tokens.flush()
+    del tokens
+    code = (
+        "import re, torch\n"
+        "from prism.data import load_corpus, train_batches, val_batches\n"
+        "def kb(field):\n"
+        "    return int(re.search(field + r':\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+        "before = kb('VmRSS')\n"
+        f"corpus = load_corpus({str(tmp_path / 'train.bin')!r}, vocab_size=50257)\n"
+        "fingerprint = corpus.fingerprint\n"
+        "batches = train_batches(corpus, 256, 16, seed=0)\n"
+        "for _ in range(20):\n"
+        "    next(batches)\n"
+        "val_batches(corpus, 256, 16, 4)\n"
+        "print(len(corpus.train) + len(corpus.val), fingerprint, (kb('VmHWM') - before) // 1024)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    n, fingerprint, grew_mb = done.stdout.split()
+    assert int(n) == 1 << 29 and len(fingerprint) == 16
+    assert int(grew_mb) < 300, f"peak resident memory grew by {grew_mb} MB"
