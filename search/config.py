@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import itertools
 import json
+import math
 import os
 import re
 import tomllib
@@ -301,9 +302,10 @@ class ResourcesSection(_Section):
     def _one_gpu_at_most(cls, v: object) -> object:
         # before the bound's check, whose message would not say why (a non-number is left to the type check)
         # Ray would reserve them all while the trial trains on one (no data parallelism): the rest would idle
-        if isinstance(v, int | float) and not isinstance(v, bool) and v > 1:
+        if isinstance(v, int | float) and not isinstance(v, bool) and 1 < v < math.inf:
             raise ValueError(
-                f"{v:g} GPUs: a trial trains on one GPU (no data-parallel training), so the others would sit idle; "
+                f"{v:g} GPUs: must be less than or equal to 1, as a trial trains on one GPU (no data-parallel training) and the "
+                "others would sit idle; "
                 "use 1 (one trial per GPU) or a fraction such as 0.5 (two trials share one)"
             )
         return v

@@ -22,7 +22,7 @@ def test_sections_are_prism_configs_field_for_field():
         ("train", {"beta2": 1.0}, r"train.beta2: Input should be less than 1"),  # a bound declared only in prism.config
         ("model", {"bias": "maybe"}, r'model.bias: "maybe" is a string where a boolean is expected'),
         ("model", {"dh_min": 128, "dh_max": 64}, r"model: dh_min=128 exceeds dh_max=64; swap them"),
-        ("train", {"precision": "fp16"}, r"train.precision: 'fp16' is not valid; input should be 'auto', 'fp32' or 'bf16'"),
+        ("train", {"precision": "fp8"}, r"train.precision: 'fp8' is not valid; input should be 'auto', 'fp32', 'bf16' or 'fp16'"),
     ],
 )
 def test_prism_rules_are_the_config_rules(section, values, message):
