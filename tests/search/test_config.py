@@ -74,7 +74,10 @@ def test_a_field_a_flag_replaces_is_still_checked_as_the_file_wrote_it(field, me
         ({"name": "x", "data": {"corpus": "wiki"}}, "data.corpus: unknown corpus 'wiki'"),
         ({"name": "x", "data": {"corpus": "mqar:pairs=4,value=8"}}, "data.corpus: .*cannot read 'value=8'; write SETTING=INT"),
         ({}, "name: required field is missing"),
-        ({"name": "x", "resources": {"gpus_per_trial": 1.5}}, "resources.gpus_per_trial: 1.5 GPUs: must be less than or equal to 1, as a trial trains on one GPU"),
+        (
+            {"name": "x", "resources": {"gpus_per_trial": 1.5}},
+            "resources.gpus_per_trial: 1.5 GPUs: must be less than or equal to 1, as a trial trains on one GPU",
+        ),
         ({"name": "x", "resources": {"gpus_per_trial": 2}}, r"resources.gpus_per_trial: 2 GPUs: .*sit idle; use 1 .* or a fraction"),
     ],
 )
