@@ -404,9 +404,12 @@ class StudyConfig(_Section):
         return str(Path(v).absolute())  # workers write there from their own working directory
 
     @model_validator(mode="after")
-    def _schedules_fit(self) -> StudyConfig:
+    def _schedules_fit(self, info: ValidationInfo) -> StudyConfig:
         """Checks the schedules the config names against its model, and resolves the model config, the uniform
-        baseline and the schedule space once for every later reader."""
+        baseline and the schedule space once for every later reader. Not in `_check_overridden`'s pass over the
+        file's own fields: rules between fields are the parse's, and the space is built once per command."""
+        if (info.context or {}).get("fields_only"):
+            return self
         cfg = self.model_config_
         allowed = allowed_head_counts(cfg)
         if self.space.baseline_heads is not None and self.space.baseline_heads not in allowed:
@@ -703,7 +706,7 @@ def _check_overridden(data: dict, flags: Flags, source: str) -> None:
         return bool(field) and any(field[: len(loc)] == loc[: len(field)] for loc in overridden)
 
     try:
-        StudyConfig.model_validate(data)
+        StudyConfig.model_validate(data, context={"fields_only": True})
     except ValidationError as e:
         if errors := [error for error in e.errors() if replaced(error)]:
             raise ConfigError(_format_validation_error(errors, source)) from None
