@@ -162,10 +162,10 @@ def _finished_and_workers(url: str) -> tuple[list, list[dict]]:
 
 
 @pytest.mark.e2e
-@pytest.mark.xdist_group("ray_cluster")  # both on one pytest worker: one two-node cluster (--dist loadgroup)
-def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
+def _run_probe(*args: str) -> None:
+    """tests/search/runner/cluster_probe.py in a process of its own (this one may hold the session's Ray)."""
     result = subprocess.run(
-        [sys.executable, "-m", "tests.search.runner.cluster_probe", ray_cluster, pg_url],
+        [sys.executable, "-m", "tests.search.runner.cluster_probe", *args],
         env=RAY_ENV,
         cwd=ROOT,
         capture_output=True,
@@ -173,6 +173,11 @@ def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.xdist_group("ray_cluster")  # both on one pytest worker: one two-node cluster (--dist loadgroup)
+def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
+    _run_probe(ray_cluster, pg_url)
     finished, workers = _finished_and_workers(pg_url)
     assert len(finished) == 2 and len(workers) == 2
     cpus, gpus = RESOURCES["cpus_per_trial"], RESOURCES["gpus_per_trial"]
@@ -304,15 +309,7 @@ def test_two_trials_share_each_of_two_gpus_at_half_a_gpu(tmp_path):
     """A local Ray declaring 2 GPUs (a separate process: this one may hold the session's Ray), 4 workers at
     gpus_per_trial = 0.5: all four hold their share at once, two per GPU, each seeing only its GPU."""
     url = f"sqlite:///{tmp_path / 'gpus.db'}"
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.search.runner.cluster_probe", "gpus=2", url],
-        env=RAY_ENV,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    _run_probe("gpus=2", url)
     _, workers = _finished_and_workers(url)
     by_pid = {w["pid"]: w for w in workers}  # a long-lived worker may train more than one trial
     assert len(by_pid) == SHARED_GPUS["workers"]  # four actors held their half GPU at the same time

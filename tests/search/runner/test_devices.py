@@ -29,18 +29,8 @@ def test_a_cuda_trial_on_a_torch_without_cuda_is_refused_naming_the_resource_and
 
 
 def test_the_session_refuses_before_building_a_model(tiny_config):
-    spec = TrialSpec.of(
-        tiny_config,
-        "1x1,2x1,4x1",
-        fingerprint=check_corpus(tiny_config),
-        number=0,
-        seed=0,
-        device="cuda",
-        checkpoint_dir=None,
-        keep_checkpoints="none",
-        probe=False,
-    )
-    gpu_study = dataclasses.replace(spec, gpus=0.25)
+    spec = _spec(tiny_config, gpus=0.25)
+    gpu_study = dataclasses.replace(spec, train=dataclasses.replace(spec.train, device="cuda"))
     session = TrialSession()
     with pytest.raises(DeviceUnavailable, match=r"resources\.gpus_per_trial = 0\.25"):
         session.start(gpu_study)
