@@ -266,28 +266,32 @@ class Driver:
             queued = queued or bool(runs)
         return self._budget() if queued else b
 
-    def _ask(self) -> optuna.Trial:
-        """A new trial, known to this driver before Ctrl-C or SIGTERM can act: one that landed inside `ask` (after the
-        database made the trial RUNNING) left a trial the interrupt handler could not find, RUNNING until stale."""
+    def _ask(self, target: int) -> tuple[optuna.Trial, Schedule | None, str, int]:
+        """A new trial with its schedule, role and seed, stored before Ctrl-C or SIGTERM can act; no schedule when the trial is surplus
+        (failed, and given back to the queue if it came from there). An interrupt that landed inside `ask` left a RUNNING
+        trial the handler could not find; one that landed before the schedule's attrs left a trial that could not be
+        queued again, and under the grid sampler its grid point counted as visited, so that schedule never trained."""
         with interrupts_held():
-            trial = self.study.ask()
+            trial = self._db(self.study.ask)
             self.asked.append(trial)
-        return trial
+            self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
+            attrs = trial.user_attrs
+            if self._is_surplus(trial, target):
+                self._db(trial.set_user_attr, ERROR, "surplus: the study reached its target through another driver")
+                self._db(self.study.tell, trial, state=TrialState.FAIL)
+                if SCHEDULE in attrs:  # it came from the queue: give it back
+                    self._db(_requeue, self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
+                return trial, None, "", 0
+            role, seed = attrs.get(ROLE, ROLE_SEARCH), attrs.get(SEED, self.config.seed)
+            schedule = self._db(trial_schedule, trial, self.family)
+            for key, value in schedule_attrs(schedule, role, seed).items():
+                self._db(trial.set_user_attr, key, value)
+        return trial, schedule, role, seed
 
     def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> Literal["surplus", "served", "trained"]:
-        trial = self._db(self._ask)
-        self._db(storage_of(self.study).record_heartbeat, trial_id(trial))
-        attrs = trial.user_attrs
-        if self._is_surplus(trial, target):
-            self._db(trial.set_user_attr, ERROR, "surplus: the study reached its target through another driver")
-            self._db(self.study.tell, trial, state=TrialState.FAIL)
-            if SCHEDULE in attrs:  # it came from the queue: give it back
-                self._db(_requeue, self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
+        trial, schedule, role, seed = self._ask(target)
+        if schedule is None:
             return "surplus"
-        role, seed = attrs.get(ROLE, ROLE_SEARCH), attrs.get(SEED, self.config.seed)
-        schedule = self._db(trial_schedule, trial, self.family)
-        for key, value in schedule_attrs(schedule, role, seed).items():
-            self._db(trial.set_user_attr, key, value)
         if role == ROLE_SEARCH and (failed := self._db(cache.failed_before, self.study, str(schedule), trial.number)) is not None:
             self._serve_failure(trial, schedule, role, seed, failed, worker)
             return "served"

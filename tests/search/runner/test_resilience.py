@@ -258,6 +258,20 @@ def test_ctrl_c_inside_ask_leaves_no_trial_running(ray_local, tiny_config):
     assert trials[1].user_attrs["schedule"] == str(config.baseline)
 
 
+def test_ctrl_c_inside_the_samplers_ask_queues_the_proposed_schedule_again(ray_local, tiny_config):
+    """A proposal interrupted before its schedule was stored could not be queued again, and the grid sampler counted
+    its grid point as visited: that schedule never trained (the own-trainer test's stalled schedule went missing)."""
+    ctx = _one_worker_study(tiny_config, n_trials=2)
+    study = ctx.study
+    study.tell(study.ask(), [3.0])  # the queued baseline, its result made up: the next trial is the sampler's
+    study.sampler = _CtrlCInsideAsk(seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        Driver(ctx, stopping=make_stopping(ctx)).run(2, n_workers=1)
+    _, proposed, queued = study.get_trials()
+    assert (proposed.state, queued.state) == (TrialState.FAIL, TrialState.WAITING)
+    assert "interrupted" in proposed.user_attrs["error"] and queued.user_attrs["schedule"] == proposed.user_attrs["schedule"]
+
+
 class _WorkerLostToAnInterrupt(Progress):
     """As the first trial starts, its worker dies and a real SIGTERM is swallowed by a finalizer: the worker's error
     reaches the driver before its next turn's interrupt check does."""
