@@ -9,6 +9,7 @@ ATTR_FINGERPRINT = "prism.corpus_fingerprint"
 ATTR_STUDY_UID = "prism.study_uid"  # made at creation: names its checkpoint folder, recorded in each checkpoint
 ATTR_STUDY_HOME = "prism.study_home"  # where the study's id was claimed (search.storage.study_home): a copy lives elsewhere
 ATTR_CONFIRMATION_PLAN = "prism.confirmation.plan"  # the schedules and seed count `confirm` queued, JSON
+ATTR_ROUNDS = "prism.rounds"  # confirmation in rounds: round 1's contenders and the frozen pick, JSON (search.analysis.rounds)
 ATTR_PRIOR = "prism.prior"  # the prior a study was seeded with (search.study._lifecycle), JSON
 ATTR_CHANGES = "prism.changes"  # how trials are executed, changed by a later `run` (search.study.create), JSON list
 ATTR_AUDIT = "prism.audit"  # the geometry profile behind it, JSON; on a trial: that trial's own audit

@@ -235,7 +235,7 @@ GRID_LIMIT = 10_000  # schedules a grid may enumerate; beyond this a grid is a m
 
 class SearchSection(_Section):
     sampler: Literal["tpe", "gp", "nsga2", "random", "grid", "additive"] = Field(
-        "tpe",
+        "additive",
         description="Optuna sampler that proposes schedules, seeded by the study seed; grid: every schedule once, in the family's "
         "order; additive: a model of per-layer head counts with a share of random proposals (explore)",
     )
@@ -252,7 +252,22 @@ class SearchSection(_Section):
     explore: float = Field(
         0.25, ge=0, le=1, description="additive: share of proposals drawn at random (so a winner the model ranks low is still found)"
     )
-    baseline_seeds: int = Field(3, ge=1, le=MAX_SEEDS, description="uniform baseline repeats with different seeds: the noise floor")
+    baseline_seeds: int = Field(
+        1,
+        ge=1,
+        le=MAX_SEEDS,
+        description="uniform baseline runs at the study seed, the next seed, ...: only the first pairs with a proposal, the others "
+        "measure the noise floor",
+    )
+    confirmation: Literal["rounds", "manual"] = Field(
+        "rounds",
+        description="rounds: once the search has its n_trials, the study confirms by itself: round 1 trains its best "
+        "confirm_top schedules and uniform on one fresh seed and freezes the best of them, round 2 trains that pick and uniform "
+        "on confirm_seeds new seeds, and only those can call it better (docs/benchmarks.md, 'Compute to a correct verdict'); "
+        "manual: the search only, then `prism-search confirm` trains what you ask",
+    )
+    confirm_top: int = Field(3, ge=1, le=100, description="rounds: the schedules round 1 trains beside uniform")
+    confirm_seeds: int = Field(4, ge=2, le=MAX_SEEDS - 1, description="rounds: the new seeds round 2 trains the pick and uniform on")
     max_failed_trials: int = Field(3, ge=0, le=10**6, description="stop the run after this many failed trials")
     prior_strength: float = Field(
         0.5, ge=0, le=1, description="with --prior: chance that an early proposal's parameter is drawn near a prior schedule"
@@ -361,7 +376,12 @@ class StudyConfig(_Section):
     seed: int = Field(
         0, ge=0, le=MAX_SEED, description="the search seed: initial weights, data order and validation batches of every search trial"
     )
-    n_trials: int = Field(10, gt=0, le=10**6, description="trained trials the study runs to (served duplicates do not count)")
+    n_trials: int = Field(
+        18,
+        gt=0,
+        le=10**6,
+        description="trained trials the search runs to, the baselines included (served duplicates and confirmation runs do not count)",
+    )
     storage: str = Field(
         DEFAULT_STORAGE, description="SQLAlchemy URL of the study database: SQLite on one machine, PostgreSQL for a cluster"
     )
@@ -670,10 +690,14 @@ def _cut_quoted(message: str) -> str:
     return _LONG_QUOTED.sub(lambda m: f"{m[1]}{m[2][: ECHO_CHARS - 20]}...{m[1]} ({len(m[2]):,} characters)", message)
 
 
+# What a study stored before its section had these fields meant: it resumes with the strategy it was created with.
+SEARCH_EARLIER_DEFAULTS = {"search": {"confirmation": "manual"}}
+
+
 def parse_config(data: dict, source: str = "config", stored: bool = False, flags: Flags | None = None) -> StudyConfig:
     """The one parse of a config per command. `stored`: the config a study was created with, already checked then;
     the disk is not consulted again, and a field it leaves out whose default changed since means what it meant then
-    (prism.config.EARLIER_DEFAULTS). `flags`: the command line's, applied before the parse (their errors name the
+    (prism.config.EARLIER_DEFAULTS, SEARCH_EARLIER_DEFAULTS). `flags`: the command line's, applied before the parse (their errors name the
     command line)."""
     if flags is not None and not stored:
         _check_overridden(data, flags, source)
@@ -681,7 +705,9 @@ def parse_config(data: dict, source: str = "config", stored: bool = False, flags
         data = flags.applied(data)
     if stored:
         data = data | {
-            name: earlier | data.get(name, {}) for name, earlier in EARLIER_DEFAULTS.items() if isinstance(data.get(name, {}), dict)
+            name: earlier | data.get(name, {})
+            for name, earlier in (EARLIER_DEFAULTS | SEARCH_EARLIER_DEFAULTS).items()
+            if isinstance(data.get(name, {}), dict)
         }
     try:
         config = StudyConfig.model_validate(data, context={"stored": stored})

@@ -98,6 +98,12 @@ class Forecast:
     workers: int  # resources.workers: runs trained at once
     speed: Speed | None  # None: no figure (a GPU config with no GPU here and none stated)
     total: Cost | None  # None when the margin is below what seeds resolve
+    # search.confirmation = "rounds": the confirmation is the study's own two rounds (round 1: `top` and uniform on one
+    # seed; round 2: the frozen pick and uniform on `pairs` seeds), `resolution` is what its test detects on its
+    # pooled residual df (`rounds_df`), and `needed` the paired seeds the margin would need
+    rounds: bool = False
+    rounds_df: int | None = None
+    needed: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -115,18 +121,28 @@ def search_runs(config: StudyConfig) -> int:
 
 
 def forecast(config: StudyConfig, noise: Noise, margin: float, speed: Speed | None) -> Forecast:
-    """The forecast for `config` at `margin`: seeds from the noise, runs from the default strategy."""
-    pairs = pairs_needed(noise.sd_pair, margin)
-    top = min(CONFIRM_TOP, config.family.size() - 1)
+    """The forecast for `config` at `margin`: seeds from the noise, runs from the study's confirmation (its rounds,
+    or `confirm --top K` on the seeds the margin needs)."""
+    needed = pairs_needed(noise.sd_pair, margin)
     per_run = tokens_per_run(config)
     searched = search_runs(config)
-    confirm_runs = None if pairs is None else (top + 1) * pairs
+    rounds = config.search.confirmation == "rounds"
+    pairs: int | None
+    df: int | None
+    if rounds:
+        top, pairs = min(config.search.confirm_top, config.family.size() - 1), config.search.confirm_seeds
+        confirm_runs: int | None = top + 1 + 2 * pairs
+        df = rounds_df(config, searched, top)
+    else:
+        top, pairs = min(CONFIRM_TOP, config.family.size() - 1), needed
+        confirm_runs = None if pairs is None else (top + 1) * pairs
+        df = None if pairs is None else pairs - 1
     return Forecast(
         study=config.name,
         margin=margin,
         noise=noise,
         pairs=pairs,
-        resolution=None if pairs is None else Contrast(pairs, 0.0, noise.sd_pair / math.sqrt(pairs), pairs - 1).detectable(),
+        resolution=None if pairs is None or df is None else Contrast(pairs, 0.0, noise.sd_pair / math.sqrt(pairs), df).detectable(),
         search_runs=searched,
         n_trials=config.n_trials,
         space=config.family.size(),
@@ -136,7 +152,22 @@ def forecast(config: StudyConfig, noise: Noise, margin: float, speed: Speed | No
         workers=config.resources.workers,
         speed=speed,
         total=None if confirm_runs is None else cost(searched + confirm_runs, per_run, speed.tokens_per_s if speed else None),
+        rounds=rounds,
+        rounds_df=df if rounds else None,
+        needed=needed,
     )
+
+
+def rounds_df(config: StudyConfig, searched: int, top: int) -> int:
+    """The residual df of round 2's test: the blocked model over every run, the pick's round-2 runs as a schedule of
+    their own. Runs less one parameter per schedule and per seed, plus one: the search seed's schedules (each run
+    once), uniform and the references at the other baseline seeds, round 1's seed and round 2's."""
+    extra_seeds = config.search.baseline_seeds - 1
+    extra_runs = extra_seeds * (1 + len(config.space.references))
+    schedules = searched - extra_runs + 1  # the pick's round-2 runs are one more
+    seeds = 1 + extra_seeds + 1 + config.search.confirm_seeds
+    runs = searched + top + 1 + 2 * config.search.confirm_seeds
+    return max(1, runs - schedules - seeds + 1)
 
 
 def measured_noise(runs: Mapping[tuple[str, int], float], baseline: str, study: str) -> Noise | None:

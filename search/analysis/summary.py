@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -23,13 +23,15 @@ from search.analysis.budget import budget, is_served
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
 from search.analysis.forecast import Cost, study_deciding_cost
+from search.analysis.rounds import Rounds, RoundsProgress, round_seeds, rounds_progress
 from search.analysis.scored import not_finite, scored
 from search.analysis.sequential import Look, Plan, experiment_verdict, plan_of
 from search.analysis.sequential import state as experiment_state
 from search.analysis.stats import PairedGap, paired_gap
-from search.analysis.verdict import Decision, Verdict, decide
+from search.analysis.verdict import Decision, Frozen, Verdict, decide
 from search.attrs import (
     ATTR_CHECKPOINT_ERROR,
+    ATTR_ROUNDS,
     CURVE,
     DUPLICATE_ATTR,
     ERROR,
@@ -184,6 +186,7 @@ class Summary:
     verdict_one_kind: Verdict | None = None  # the verdict without them (None: no pair crossed)
     deciding: Cost | None = None  # undecided: what the verdict's command still trains, at the study's median tokens/s
     left_out: dict[int, str] = field(default_factory=dict)  # trials whose stored attrs cannot be read, and why
+    rounds: RoundsProgress | None = None  # search.confirmation = "rounds": how far its confirmation rounds are
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = asdict(self)
@@ -428,7 +431,12 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     # a pre-registered experiment reads only its own pairs: `confirm` runs on it get their own table, never its gap
     paired = [t for t in trials if t.user_attrs.get(ROLE) != ROLE_CONFIRM] if plan else trials
     runs = study_runs(paired, config)
-    decision = decide(runs, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}")
+    rounds = None if plan or config.search.confirmation != "rounds" else study_rounds(study, trials, config, done.searched)
+    frozen = Frozen(rounds.rounds.pick, frozenset(round_seeds(config, 2)), rounds.over) if rounds else None
+    confirm_cmd = f"prism-search confirm {study.study_name}"
+    decision = decide(runs, baseline, selected_on(trials), config.search.margin, confirm_cmd, frozen)
+    if rounds and not rounds.over and decision.verdict.kind == "undecided":  # the rounds decide, not a `confirm`
+        decision = replace(decision, verdict=replace(decision.verdict, command=None, seeds_needed=None, top=None))
     experiment = experiment_state(plan, runs) if plan else None
     crossed = crossed_hardware(trials, config, runs)
     if crossed:  # the same verdict read from the pairs whose two runs shared their kind of hardware
@@ -436,7 +444,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         on_one_kind = (
             experiment_verdict(experiment_state(plan, exact))
             if plan
-            else decide(exact, baseline, selected_on(trials), config.search.margin, f"prism-search confirm {study.study_name}").verdict
+            else decide(exact, baseline, selected_on(trials), config.search.margin, confirm_cmd, frozen).verdict
         )
     gaps = list(decision.family.gaps)
     leader = gaps[0] if gaps else None
@@ -528,7 +536,13 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
         verdict_one_kind=on_one_kind if crossed else None,
         deciding=None if experiment else study_deciding_cost(decision.verdict, decision.family, trials, config),
         left_out=left_out,
+        rounds=rounds,
     )
+
+
+def study_rounds(study: optuna.Study, trials: list[FrozenTrial], config: StudyConfig, searched: int) -> RoundsProgress:
+    """How far the study's confirmation rounds are, from what they froze (stored) and the runs stored."""
+    return rounds_progress(trials, config, Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS)), searched >= config.n_trials)
 
 
 def _driver_gone(study: optuna.Study, trials: list[FrozenTrial]) -> DriverGone | None:

@@ -16,7 +16,7 @@ uniform beyond noise after the many-to-one correction.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
 from search.analysis.stats import ALPHA, POWER, p_text, pairs_needed
@@ -105,6 +105,24 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Frozen:
+    """Confirmation in rounds (search.analysis.rounds): only `pick`, frozen before `seeds` ran, can be called better,
+    and only on those seeds, once none of them is still to run (`ready`; testing as they arrive would test the same
+    pick again at every look). Its runs there are relabelled as a schedule of their own and the blocked model is fitted
+    to every run of the study: the contrast is its mean paired gap on those seeds, with the residual variance pooled
+    over every schedule and seed (more df than its own paired t), alone in its family (Holm over 1). The residuals are
+    independent of the fitted values the search and round 1 selected on, and the seeds are new draws: the error
+    rate holds (the global null of docs/benchmarks.md, "Compute to a correct verdict", measures it)."""
+
+    pick: str | None  # None: not frozen yet
+    seeds: frozenset[int]
+    ready: bool
+
+
+FROZEN_LABEL = "{} (after it was frozen)"  # the pick's post-freeze runs as a schedule of their own
+
+
+@dataclass(frozen=True)
 class Decision:
     """The verdict with the two families it was read from: every seed, and each schedule's unselected seeds."""
 
@@ -119,9 +137,11 @@ def decide(
     selected_on: Mapping[str, set[int]],
     margin: float,
     confirm_command: str = "prism-search confirm STUDY",
+    frozen: Frozen | None = None,
 ) -> Decision:
     """`runs`: val loss per (schedule, seed), every role; `selected_on`: the seeds each schedule was picked on (a
-    search trial's seed); `confirm_command`: `confirm` for this study, to which --top and --seeds are added."""
+    search trial's seed); `confirm_command`: `confirm` for this study, to which --top and --seeds are added;
+    `frozen`: a study confirmed in rounds, whose "better" is the frozen pick's test alone."""
     family = many_to_one(runs, control)
     fresh = many_to_one({k: v for k, v in runs.items() if k[1] not in selected_on.get(k[0], set())}, control)
     worse = tuple(
@@ -131,14 +151,19 @@ def decide(
     )
     if not family.gaps:
         return Decision(Verdict("undecided", margin, reason="no schedule has been compared with uniform yet"), family, fresh)
-    order = {g.schedule: i for i, g in enumerate(family.gaps)}
-    winners = sorted(
-        (g for g in fresh.gaps if g.adjusted_p is not None and g.adjusted_p < ALPHA and g.contrast.mean < 0),
-        key=lambda g: order[g.schedule],
-    )
-    if winners:
-        w = winners[0]
-        return Decision(_about("better", margin, w, fresh.method, w.adjusted_p, worse=worse), family, fresh)
+    if frozen is not None:
+        if (test := _frozen_test(runs, control, frozen)) is not None:
+            gap, method = test
+            return Decision(_about("better", margin, gap, method, gap.contrast.p, worse=worse), family, fresh)
+    else:
+        order = {g.schedule: i for i, g in enumerate(family.gaps)}
+        winners = sorted(
+            (g for g in fresh.gaps if g.adjusted_p is not None and g.adjusted_p < ALPHA and g.contrast.mean < 0),
+            key=lambda g: order[g.schedule],
+        )
+        if winners:
+            w = winners[0]
+            return Decision(_about("better", margin, w, fresh.method, w.adjusted_p, worse=worse), family, fresh)
     best = family.gaps[0]
     if all(g.contrast.measured for g in family.gaps):
         p_beats = [g.contrast.p_not_better_by(margin) for g in family.gaps]
@@ -149,6 +174,24 @@ def decide(
             verdict = _about(kind, margin, best, family.method, p, equivalence=equivalence, worse=worse)
             return Decision(verdict, family, fresh)
     return Decision(_undecided(family, fresh, best, margin, worse, confirm_command), family, fresh)
+
+
+def _frozen_test(runs: Mapping[tuple[str, int], float], control: str, frozen: Frozen) -> tuple[ScheduleGap, str] | None:
+    """The frozen pick's gap on its post-freeze seeds when it beats uniform there (p < ALPHA, Holm over 1), with the
+    method's words; None otherwise."""
+    if frozen.pick is None or not frozen.ready:
+        return None
+    label = FROZEN_LABEL.format(frozen.pick)
+    relabelled = {((label if s == frozen.pick and seed in frozen.seeds else s), seed): y for (s, seed), y in runs.items()}
+    pooled = many_to_one(relabelled, control)
+    gap = pooled.gap(label)
+    if gap is None or not gap.contrast.measured or not (gap.contrast.p < ALPHA and gap.contrast.mean < 0):
+        return None
+    method = (
+        f"frozen after confirmation round 1, tested on its {len(gap.seeds)} round-2 seeds alone: blocked model (schedule + seed) "
+        f"over every run, {gap.contrast.df} df, Holm over 1"
+    )
+    return replace(gap, schedule=frozen.pick), method
 
 
 def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: float, worse: tuple, confirm_command: str) -> Verdict:

@@ -91,6 +91,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
         look_texts,
         not_finite_text,
         pruning_text,
+        rounds_text,
         rung_text,
         unsaved_text,
         warnings,
@@ -103,6 +104,8 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials}{confirmation})")
     if standing and standing.stopped:
         table.add_row("stopped early", standing.stopped.text())
+    if s.rounds:
+        table.add_row("confirmation", rounds_text(s.rounds))
     seeds = len(s.best_seeds) > 1
     label = best_label(s)
     table.add_row(f"{label} schedule", f"{s.best_schedule} ({best_how(s)}; trial {s.best_number})" if s.best_schedule else "-")
@@ -325,7 +328,8 @@ def _print_forecast(f: Forecast) -> None:
     from search.text import forecast_command
 
     m = f"{f.margin:.4g}"
-    title = f"plan for {f.study} at margin {m}: search at one seed, then confirm the top {f.top} on fresh seeds"
+    then = "two confirmation rounds" if f.rounds else f"confirm the top {f.top} on fresh seeds"
+    title = f"plan for {f.study} at margin {m}: search at one seed, then {then}"
     table = Table(title=title, show_header=False)
     n = f.noise
     if n.source == NOISE_STATED:
@@ -338,6 +342,9 @@ def _print_forecast(f: Forecast) -> None:
             "this is an upper bound (pairing removes each seed's own luck, which this sd holds)"
         )
     table.add_row("noise", f"sd {n.sd_pair:.4f} of one paired difference: {where}")
+    if f.rounds:
+        _print_rounds_forecast(f, table)
+        return
     if f.pairs is None or f.resolution is None or f.total is None:
         table.add_row("seeds", f"over 1,000 paired seeds per schedule: a margin of {m} is below what seeds resolve at this noise")
         console.print(table)
@@ -351,6 +358,37 @@ def _print_forecast(f: Forecast) -> None:
     table.add_row("total", f"{f.total.runs} runs x {tokens_text(f.tokens_per_run)} tokens = {tokens_text(f.total.tokens)} training tokens")
     table.add_row("time", _forecast_time(f))
     table.add_row("left at one seed", "schedules the search trains once and confirm does not take are judged on one pair each")
+    console.print(table)
+
+
+def _print_rounds_forecast(f: Forecast, table: Table) -> None:
+    """The forecast of a study confirmed in rounds: its runs are fixed; what its test resolves at this noise."""
+    from search.analysis import tokens_text
+
+    assert f.total is not None and f.resolution is not None and f.pairs is not None  # the rounds' runs are always known
+    m = f"{f.margin:.4g}"
+    resolves = (
+        f"resolves the margin {m}"
+        if f.resolution <= f.margin
+        else f"does not resolve the margin {m} at this noise: it needs {f.needed} paired seeds, `prism-search confirm {f.study} "
+        f"--top 1 --seeds {f.needed}` after the rounds"
+        if f.needed
+        else f"does not resolve the margin {m} at this noise, nor would any number of seeds up to 1,000"
+    )
+    table.add_row(
+        "seeds",
+        f"the frozen pick and uniform on {f.pairs} fresh seeds, tested on the residual variance pooled over every run "
+        f"({f.rounds_df} df): detects {f.resolution:.4f} with 80% power, two-sided test at 0.05; it {resolves}",
+    )
+    space = f"; the space holds {f.space}" if f.search_runs < f.n_trials else ""
+    table.add_row("search", f"{f.search_runs} runs at the study seed (n_trials {f.n_trials}{space})")
+    table.add_row(
+        "confirm",
+        f"{f.confirm_runs} runs that `run` trains after the search: round 1, the best {f.top} and uniform on one fresh seed "
+        f"({f.top + 1} runs); round 2, the best of them frozen and uniform on {f.pairs} new seeds ({2 * f.pairs} runs)",
+    )
+    table.add_row("total", f"{f.total.runs} runs x {tokens_text(f.tokens_per_run)} tokens = {tokens_text(f.total.tokens)} training tokens")
+    table.add_row("time", _forecast_time(f))
     console.print(table)
 
 

@@ -472,6 +472,14 @@ class Driver:
             self.progress.note(self.stopped.text())
         return self.stopped is not None
 
+    def _release_workers(self) -> None:
+        """End this run's idle workers: each holds its CPUs (and GPU share) while it lives, so the next driver of the
+        same command (confirmation round 2 after round 1, the search after `--prior auto`'s baselines) could not
+        start one of its own on a cluster sized for `workers`."""
+        for worker in self.idle:
+            ray.kill(worker)
+        self.idle = []
+
     def run(self, target: int, n_workers: int, queued_only: bool = False) -> None:
         """Run trials until the study has `target` trained trials (served duplicates do not count), counting every
         driver's, or until a policy stops it (the space is exhausted: search.study.policy). A grid study's caller caps `target` at
@@ -523,6 +531,8 @@ class Driver:
                     self._fail(trial, why, requeue=SCHEDULE in trial.user_attrs)
             self.in_flight.clear()
             raise
+        finally:
+            self._release_workers()
         if self._too_many_failures():
             raise TooManyFailures(
                 f"{self.failures} trials failed (search.max_failed_trials={self.config.search.max_failed_trials}); "

@@ -38,6 +38,7 @@ from search.study.create import enqueue_missing_baselines, open_study, reopen_st
 from search.study.experiment import current, run_experiment
 from search.study.policy import StopWhenExhausted, first_stop, search_policies
 from search.study.pruning import make_stopping
+from search.study.rounds import rounds_left, run_rounds
 from search.study.samplers import narrowed, reachable_target
 
 if TYPE_CHECKING:
@@ -124,31 +125,32 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
         return None
     policies = search_policies(config, ctx.family)
     full = first_stop(policies, done)
-    if plan is None and (done.searched >= config.n_trials or full):
-        if prior is not None and done.searched >= config.n_trials:  # asked to seed, but no seeded schedule would train
-            more = (
-                f"{done.searched + len(prior.prior.schedules)} to train its {len(prior.prior.schedules)}"
-                if isinstance(prior, PriorFile)
-                else "above it"
-            )
-            raise ConfigError(
-                f"--prior: study {config.name!r} already has {done.searched}/{config.n_trials} trained trials, so none of the "
-                f"prior's schedules would train (fix: --n-trials {more})"
-            )
+    searched = plan is None and (done.searched >= config.n_trials or bool(full))
+    if searched and prior is not None and done.searched >= config.n_trials:  # asked to seed, but no seeded schedule would train
+        n = len(prior.prior.schedules) if isinstance(prior, PriorFile) else 0
+        more = f"{done.searched + n} to train its {n}" if isinstance(prior, PriorFile) else "above it"
+        raise ConfigError(
+            f"--prior: study {config.name!r} already has {done.searched}/{config.n_trials} trained trials, so none of the "
+            f"prior's schedules would train (fix: --n-trials {more})"
+        )
+    if searched and not rounds_left(study, ctx):
         why = f" ({full.text()})" if full and done.searched < config.n_trials else ""
         progress.note(f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run")
         return None
     _join_ray(address, config, progress)
-    progress.begin(config.name, config.n_trials, done.searched)
+    progress.begin(config.name, config.n_trials + done.confirmation, done.trained)  # confirmation runs held count on both sides
     started = time.monotonic()
     try:
         if plan is not None:
             run_experiment(ctx, plan, progress)
         else:
-            _seed_with_prior(ctx, prior, progress)
-            driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=policies)
-            # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
-            driver.run(reachable_target(study, config.n_trials + done.confirmation), config.resources.workers)
+            if not searched:
+                _seed_with_prior(ctx, prior, progress)
+                driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=policies)
+                # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
+                driver.run(reachable_target(study, config.n_trials + done.confirmation), config.resources.workers)
+            if rounds_left(study, ctx):
+                run_rounds(ctx, progress)
     finally:
         progress.close()
     return time.monotonic() - started
@@ -162,7 +164,7 @@ def confirm(ctx: StudyContext, top: int, seeds: int, address: str | None, progre
     done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed).trained
     progress.begin(ctx.study.study_name, done + planned, done)
     try:
-        return run_confirmation(ctx, top, seeds, ctx.config.resources.workers, progress)
+        return run_confirmation(ctx, top, seeds, progress)
     finally:
         progress.close()
 

@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from prism import Schedule
 from search.analysis.budget import budget
+from search.analysis.rounds import CONFIRM_SEED_OFFSET
 from search.analysis.summary import ConfirmationRow, confirmation_rows, schedule_ranking
 from search.attrs import ATTR_CONFIRMATION_PLAN, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import StudyConfig
@@ -23,8 +24,6 @@ from search.runner.context import StudyContext
 from search.storage.records import enqueue
 from search.study.policy import StopWhenExhausted
 from search.study.pruning import make_stopping
-
-CONFIRM_SEED_OFFSET = 1000
 
 
 def confirm_seeds(config: StudyConfig, n: int) -> list[int]:
@@ -45,18 +44,37 @@ def plan(ctx: StudyContext, top: int, seeds: int) -> int:
     runs are left to train (queued now or by an earlier, interrupted `confirm`)."""
     study, config = ctx.study, ctx.config
     schedules = [str(config.baseline), *top_schedules(study, config, top)]
+    queue_missing(ctx, [(schedule, seed) for schedule in schedules for seed in confirm_seeds(config, seeds)])
+    study.set_user_attr(ATTR_CONFIRMATION_PLAN, json.dumps({"schedules": schedules, "seeds": seeds}))
+    return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
+def queue_missing(ctx: StudyContext, runs: list[tuple[str, int]]) -> None:
+    """Queue each (schedule, seed) confirmation run the study does not hold: finished, training or queued already."""
     held = {TrialState.COMPLETE, TrialState.PRUNED, TrialState.WAITING, TrialState.RUNNING}
     have = {
         (t.user_attrs.get(SCHEDULE), t.user_attrs.get(SEED))
-        for t in study.get_trials(deepcopy=False, states=tuple(held))
+        for t in ctx.study.get_trials(deepcopy=False, states=tuple(held))
         if t.user_attrs.get(ROLE) == ROLE_CONFIRM
     }
-    for schedule in schedules:
-        for seed in confirm_seeds(config, seeds):
-            if (schedule, seed) not in have:
-                enqueue(study, ctx.family, Schedule.parse(schedule), role=ROLE_CONFIRM, seed=seed)
-    study.set_user_attr(ATTR_CONFIRMATION_PLAN, json.dumps({"schedules": schedules, "seeds": seeds}))
-    return len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+    for schedule, seed in runs:
+        if (schedule, seed) not in have:
+            enqueue(ctx.study, ctx.family, Schedule.parse(schedule), role=ROLE_CONFIRM, seed=seed)
+
+
+def train_queued(ctx: StudyContext, queued: int, progress=None) -> None:
+    """Train the `queued` confirmation runs, and runs a dead driver left, under the study's stop rule."""
+    from search.runner.driver import Driver  # the driver needs Ray; planning and collecting don't
+
+    # the stop rule still holds: once the queue is trained, a failed run's place must not make it ask a spent sampler forever
+    driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=[StopWhenExhausted(ctx.family, ctx.config.n_trials)])
+    # running trials count: a dead driver's whose heartbeat is not stale yet is queued again while this one
+    # runs, and its retry must train too
+    done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed)
+    target = done.trained + done.running + queued
+    if progress is not None:
+        progress.retarget(target)  # what is really left, now that runs held from an earlier `confirm` are known
+    driver.run(target, ctx.config.resources.workers)
 
 
 def collect(study: optuna.Study) -> list[ConfirmationRow]:
@@ -66,20 +84,11 @@ def collect(study: optuna.Study) -> list[ConfirmationRow]:
     return [r for r in rows if r.schedule in planned]
 
 
-def run_confirmation(ctx: StudyContext, top: int, seeds: int, n_workers: int, progress=None) -> list[ConfirmationRow]:
+def run_confirmation(ctx: StudyContext, top: int, seeds: int, progress=None) -> list[ConfirmationRow]:
     """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules; the
     context's config is the study's stored one with the command's flags (workers, trackers)."""
-    from search.runner.driver import Driver, requeue_stale_trials  # the driver needs Ray; planning and collecting don't
+    from search.runner.driver import requeue_stale_trials  # the driver needs Ray; planning and collecting don't
 
     requeue_stale_trials(ctx)  # runs of a stopped `confirm` (or run) whose driver died are queued again
-    queued = plan(ctx, top, seeds)
-    # the stop rule still holds: once the queue is trained, a failed run's place must not make it ask a spent sampler forever
-    driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=[StopWhenExhausted(ctx.family, ctx.config.n_trials)])
-    # running trials count: a dead driver's whose heartbeat is not stale yet is queued again while this one
-    # runs, and its retry must train too
-    done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed)
-    target = done.trained + done.running + queued
-    if progress is not None:
-        progress.retarget(target)  # what is really left, now that runs held from an earlier `confirm` are known
-    driver.run(target, n_workers)
+    train_queued(ctx, plan(ctx, top, seeds), progress)
     return collect(ctx.study)

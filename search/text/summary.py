@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from search.analysis import Forecast, PairedGap, Summary, tokens_text
+from search.analysis.rounds import N_ROUNDS, RoundsProgress
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
 from search.outputs import jsonout
 from search.text.fidelity import agreement_text, rung_warning
@@ -19,8 +20,9 @@ def confirm_command(s: Summary) -> str:
 
 
 def forecast_command(f: Forecast) -> str | None:
-    """What trains a forecast's confirmation: its `top` schedules and uniform on `pairs` fresh seeds."""
-    return None if f.pairs is None else f"prism-search confirm {f.study} --top {f.top} --seeds {f.pairs}"
+    """What trains a forecast's confirmation: its `top` schedules and uniform on `pairs` fresh seeds (None for a study
+    confirmed in rounds: `run` trains them)."""
+    return None if f.pairs is None or f.rounds else f"prism-search confirm {f.study} --top {f.top} --seeds {f.pairs}"
 
 
 def best_label(s: Summary) -> str:
@@ -65,6 +67,26 @@ def gap_text(s: Summary) -> str:
     if s.uniform_is_best:
         return f"none: uniform is the best schedule by paired mean; the best other, {s.runner_up}: {gap}"
     return gap
+
+
+def rounds_text(r: RoundsProgress) -> str:
+    """Where a study confirmed in rounds stands: "confirmation round k of n" while a round is under way."""
+    seeds = f"seed{'s' * (len(r.seeds) > 1)} " + (f"{r.seeds[0]}-{r.seeds[-1]}" if len(r.seeds) > 1 else f"{r.seeds[0]}" if r.seeds else "")
+    pick = r.rounds.pick
+    if r.number == 0:
+        return (
+            f"after the search: round 1 of {N_ROUNDS} trains its best schedules and uniform on a fresh seed, round 2 the pick on new seeds"
+        )
+    if r.over:
+        return f"both rounds over: {pick} frozen after round 1, judged on {seeds} alone"
+    if r.number == 1:
+        what = ", ".join(r.rounds.contenders) or "its best schedules (chosen when the round starts)"
+        return f"confirmation round 1 of {N_ROUNDS}: {what} and uniform on {seeds}, {r.finished} of {r.planned} runs finished"
+    what = f"{pick} (frozen)" if pick else "the best of round 1 (frozen when the round starts)"
+    return (
+        f"confirmation round 2 of {N_ROUNDS}: {what} and uniform on {seeds}, {r.finished} of {r.planned} runs finished; only "
+        "these seeds can call it better"
+    )
 
 
 def _error(run: FailedRun) -> str:

@@ -47,6 +47,20 @@ def test_a_stated_sd_forecasts_seeds_runs_and_the_time_measured_here(monkeypatch
     assert list(tmp_path.iterdir()) == []  # nothing stored
 
 
+def test_a_study_confirmed_in_rounds_is_planned_with_its_rounds(monkeypatch, capsys, tmp_path, study_toml):
+    toml = study_toml(('confirmation = "manual"', 'confirmation = "rounds"'), ("baseline_seeds = 2", "baseline_seeds = 1"))
+    code, out, err = run_cli(monkeypatch, capsys, tmp_path, "plan", str(toml), "--sd", "0.008", "--tokens-per-s", "256")
+    text = " ".join(out.split())
+    assert code == 0 and "search at one seed, then two confirmation rounds" in text, text + err
+    assert (
+        "round 1, the best 3 and uniform on one fresh seed (4 runs); round 2, the best of them frozen and uniform on 4 new seeds (8 runs)"
+        in text
+    )
+    assert "17 runs x 15.4k tokens" in text  # 5 search runs and 12 in the rounds
+    assert "(6 df)" in text  # 17 runs less 6 schedules (the pick's round-2 runs one of them) and 6 seeds, plus one
+    assert "it needs 8 paired seeds, `prism-search confirm tiny --top 1 --seeds 8` after the rounds" in text  # 4 do not resolve 0.01
+
+
 def test_the_studys_own_pilot_gives_the_noise_and_the_speed(monkeypatch, capsys, tmp_path):
     """A stored tiny study with uniform at its 2 baseline seeds and every other schedule at one: no paired noise,
     so sqrt 2 x uniform's sd; the speed is the median of its stored runs (the same model and threads)."""

@@ -27,6 +27,19 @@ def test_a_config_stored_before_the_defaults_changed_keeps_what_it_trained():
     assert (flagged.model.mlp, flagged.n_trials) == ("gelu", 3)  # the command line's flags keep what was stored
 
 
+def test_a_new_study_confirms_in_rounds_and_a_stored_one_resumes_with_the_strategy_it_was_made_with():
+    """The promoted arm of docs/benchmarks.md is the default of new configs (the additive sampler, one baseline at
+    the search seed, 17 proposals, two rounds); a study stored before `confirmation` existed confirms by hand."""
+    new = parse_config({"name": "x"})
+    assert (new.search.confirmation, new.search.sampler, new.search.baseline_seeds, new.n_trials) == ("rounds", "additive", 1, 18)
+    assert (new.search.explore, new.search.n_startup_trials, new.search.confirm_top, new.search.confirm_seeds) == (0.25, 4, 3, 4)
+    stored = parse_config({"name": "x", "search": {"sampler": "tpe", "baseline_seeds": 3}}, stored=True)
+    assert (stored.search.confirmation, stored.search.sampler, stored.search.baseline_seeds) == ("manual", "tpe", 3)
+    assert parse_config({"name": "x", "search": {"confirmation": "rounds"}}, stored=True).search.confirmation == "rounds"
+    with pytest.raises(ConfigError, match=r"search.confirmation"):
+        parse_config({"name": "x", "search": {"confirmation": "auto"}})
+
+
 def test_the_command_lines_flags_are_checked_by_the_configs_own_bounds():
     config = parse_config({"name": "x", "resources": {"cpus_per_trial": 2}}, flags=Flags(n_trials=7, workers=3, storage="sqlite:///f.db"))
     assert (config.n_trials, config.resources.workers, config.resources.cpus_per_trial, config.storage) == (7, 3, 2, "sqlite:///f.db")

@@ -8,6 +8,7 @@ import statistics
 import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
+from scipy import stats
 from statsmodels.stats.power import TTestPower
 
 from search.analysis.blocked import many_to_one
@@ -60,6 +61,22 @@ def test_tiny_at_the_bench_main_noise_by_hand(tiny_config):
     assert f.total.tokens == 53 * 15360 and f.total.hours == pytest.approx(53 / 3600)
     assert forecast_command(f) == "prism-search confirm tiny --top 5 --seeds 8"
     assert f.to_dict()["noise"]["sd_pair"] == 0.008
+
+
+def test_a_study_confirmed_in_rounds_forecasts_its_rounds_and_what_their_test_detects(tiny_config):
+    """The default of new studies: 18 search runs (uniform and 17 proposals), round 1 the top 3 and uniform on one seed
+    (4 runs), round 2 the pick and uniform on 4 seeds (8 runs): 30 runs. Round 2's test has 6 residual df (30 runs
+    less 19 schedules, the pick's round-2 runs one of them, and 6 seeds, plus one); at sd 0.008 its four pairs
+    detect what a t on 6 df of se 0.004 detects with 80% power, above the margin 0.01."""
+    search = tiny_config.search.model_copy(update={"confirmation": "rounds", "baseline_seeds": 1})
+    space = tiny_config.space.model_copy(update={"family": "free"})  # 4**3 - 1 schedules besides uniform: room for 17
+    config = tiny_config.model_copy(update={"search": search, "n_trials": 18, "space": space})
+    f = forecast(config, Noise(0.008, NOISE_STATED), 0.01, Speed(15360, SPEED_STATED))
+    assert f.rounds and (f.search_runs, f.top, f.pairs, f.confirm_runs, f.rounds_df, f.needed) == (18, 3, 4, 12, 6, 8)
+    t = stats.t.ppf(0.975, 6)
+    power = stats.nct.sf(t, 6, f.resolution / 0.004) + stats.nct.cdf(-t, 6, f.resolution / 0.004)
+    assert power == pytest.approx(0.8, abs=1e-3) and f.resolution > 0.01
+    assert f.total == cost(30, TINY_TOKENS, 15360) and forecast_command(f) is None  # `run` trains the rounds
 
 
 def test_a_space_smaller_than_n_trials_is_all_the_search_trains(tiny_config):

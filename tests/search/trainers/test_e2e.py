@@ -49,7 +49,7 @@ def _cli(*args):
 def _study_toml(tmp_path) -> str:
     (tmp_path / "wrapper.py").write_text(textwrap.dedent(WRAPPER))
     text = (EXAMPLE / "study.toml").read_text()
-    text = text.replace("n_trials = 8", "n_trials = 6").replace('sampler = "tpe"', 'sampler = "grid"')
+    text = text.replace("n_trials = 8", "n_trials = 6").replace('sampler = "tpe"', 'sampler = "grid"\nconfirmation = "manual"')
     text = text.replace('"{python}", "examples/own_trainer/train_gpt.py",', f'"{{python}}", "{tmp_path / "wrapper.py"}", "{{schedule}}",')
     text = text.replace('keep_checkpoints = "none"', f'keep_checkpoints = "none"\ncheckpoint_dir = "{tmp_path / "runs"}"')
     path = tmp_path / "study.toml"

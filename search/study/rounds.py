@@ -1,0 +1,64 @@
+"""Confirmation in rounds, trained: once the search has its n_trials, `run` and `resume` go on into round 1 and
+round 2 (search.analysis.rounds says what each trains and why). Every step can be cut by Ctrl-C or a lost driver
+and done again: the contenders and the pick are stored the first time they are chosen, and a round queues only the
+runs the study does not hold yet, so a resumed study trains what is left of the round it was in."""
+
+from __future__ import annotations
+
+import optuna
+
+from search.analysis.rounds import N_ROUNDS, Rounds, contenders_of, pick_of, round_runs
+from search.analysis.summary import schedule_ranking, study_rounds
+from search.attrs import ATTR_ROUNDS
+from search.runner.context import StudyContext
+from search.runner.progress import StudyProgress
+from search.study.confirmation import queue_missing, train_queued
+
+
+def rounds_left(study: optuna.Study, ctx: StudyContext) -> bool:
+    """Whether a study confirmed in rounds still has a round to train (False for one confirmed by hand)."""
+    if ctx.config.search.confirmation != "rounds" or ctx.config.experiment is not None:
+        return False
+    trials = study.get_trials(deepcopy=False)
+    return not study_rounds(study, trials, ctx.config, searched=ctx.config.n_trials).over
+
+
+def run_rounds(ctx: StudyContext, progress: StudyProgress) -> None:
+    """Freeze what each round trains (once), queue its missing runs, train them; round 2 after round 1."""
+    study, config = ctx.study, ctx.config
+    for number in range(1, N_ROUNDS + 1):
+        rounds = _frozen(study, ctx, number)
+        if rounds is None:
+            progress.note(f"confirmation round {number} of {N_ROUNDS}: no finished schedule to confirm; rounds skipped")
+            return
+        runs = round_runs(config, rounds, number)
+        queue_missing(ctx, runs)
+        left = study_rounds(study, study.get_trials(deepcopy=False), config, searched=config.n_trials)
+        if left.number > number:
+            continue  # this round's runs are all held already
+        what = ", ".join(rounds.contenders) if number == 1 else f"{rounds.pick} (frozen)"
+        seeds = sorted({seed for _, seed in runs})
+        progress.note(f"confirmation round {number} of {N_ROUNDS}: {what} and uniform at seed{'s' * (len(seeds) > 1)} {_seeds(seeds)}")
+        queued = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+        train_queued(ctx, queued, progress)
+
+
+def _frozen(study: optuna.Study, ctx: StudyContext, number: int) -> Rounds | None:
+    """What the rounds froze, with round `number`'s schedules chosen now and stored if they were not yet; None when
+    there is nothing to confirm (no schedule beside uniform has finished)."""
+    rounds = Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS))
+    if rounds.pick if number == 2 else rounds.contenders:
+        return rounds
+    ranking = schedule_ranking(study.get_trials(deepcopy=False), ctx.config)
+    if number == 1:
+        rounds = Rounds(contenders_of(ranking, ctx.config))
+        if not rounds.contenders:
+            return None
+    else:
+        rounds = Rounds(rounds.contenders, pick_of(ranking, rounds.contenders))
+    study.set_user_attr(ATTR_ROUNDS, rounds.to_json())
+    return rounds
+
+
+def _seeds(seeds: list[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
