@@ -219,3 +219,26 @@ def test_a_shorter_search_horizon_costs_its_share_and_adds_the_error_bench_mains
     assert str(c) == "b1 n12 top3 r1 k1 s3 h80 pooled" and c.runs_at_most() == pytest.approx(0.8 * 13 + 4 + 6)
     order = [s for s in world.schedules if s != bench.UNIFORM][:12]
     assert c.run(world, order).runs == pytest.approx(0.8 * 13 + 4 + 6)
+
+
+def test_the_product_s_frozen_pick_test_is_the_benchmarked_pooled_test():
+    """The verdict of a study confirmed in rounds (search.analysis.verdict.Frozen) decides as the promoted arm's
+    `pooled` test did in the benchmark, on worlds of its shape with and without a real winner."""
+    from search.analysis.verdict import Frozen, decide
+
+    agree = better = 0
+    for replicate in range(120):
+        rng = np.random.default_rng(replicate)
+        effects = {bench.UNIFORM: 0.0} | {f"s{k}": rng.normal(0, 0.005) for k in range(17)}
+        pick = "s0"
+        effects[pick] = -0.01 * (replicate % 2)
+        luck = {seed: rng.normal(0, 0.0077) for seed in (0, 1000, 1001, 1002, 1003, 1004)}
+        cells = [(s, 0) for s in effects] + [(s, 1000) for s in (bench.UNIFORM, pick, "s1", "s2")]
+        cells += [(s, seed) for seed in (1001, 1002, 1003, 1004) for s in (bench.UNIFORM, pick)]
+        runs = {(s, seed): 2.0 + effects[s] + luck[seed] + rng.normal(0, 0.0056) for s, seed in cells}
+        benchmarked = bench.pooled_better(runs, [pick], 1001)
+        frozen = Frozen(pick, frozenset({1001, 1002, 1003, 1004}), ready=True)
+        verdict = decide(runs, bench.UNIFORM, {s: {0} for s in effects}, bench.MARGIN, frozen=frozen).verdict
+        agree += benchmarked == (verdict.schedule if verdict.kind == "better" else None)
+        better += benchmarked is not None
+    assert agree == 120 and 10 < better < 110  # both outcomes occur: the agreement is not one answer repeated

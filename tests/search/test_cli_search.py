@@ -106,7 +106,7 @@ def _sha(path):
     [
         ([("[train]", '[space]\nfamily = "zigzag"\n\n[train]')], "space.family: 'zigzag' is not valid"),
         (
-            [("n_layer = 3", "n_layer = 9"), ("[search]", '[space]\nfamily = "free"\n\n[search]\nsampler = "grid"')],
+            [("n_layer = 3", "n_layer = 9"), ('[search]\nsampler = "tpe"', '[space]\nfamily = "free"\n\n[search]\nsampler = "grid"')],
             "cannot enumerate the 19,683 schedules of the 'free' space",
         ),
         (

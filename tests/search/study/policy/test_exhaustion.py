@@ -54,7 +54,8 @@ def test_a_space_smaller_than_n_trials_stops_the_study_and_says_so(study_toml, t
         ("[train]", '[space]\nfamily = "uniform"\n\n[train]'),
         ("steps = 60", "steps = 20"),
         ("n_trials = 5", "n_trials = 6"),
-        ("baseline_seeds = 2", 'baseline_seeds = 1\nsampler = "random"\nthroughput_probe_steps = 2'),
+        ("baseline_seeds = 2", "baseline_seeds = 1\nthroughput_probe_steps = 2"),
+        ('sampler = "tpe"', 'sampler = "random"'),
     )
     storage = f"sqlite:///{tmp_path / 'small.db'}"
     message = "the space is exhausted: 3 distinct schedules trained (all of the 'uniform' space)"
