@@ -110,3 +110,44 @@ def test_only_the_frozen_pick_can_be_better_and_only_once_its_seeds_have_all_run
     for seed in (0, 1000):
         lucky[("p", seed)] -= 0.2  # far ahead where it was selected, level with uniform after the freeze
     assert decide(lucky, UNIFORM, picked, 0.01, frozen=Frozen("p", post, ready=True)).verdict.kind != "better"
+
+
+def test_a_study_in_round_two_says_so_everywhere_and_is_not_yet_better(config):
+    """`status`, the dashboard and the report read the same summary: "confirmation round 2 of 2" with its runs; the
+    verdict waits for the round (no `confirm` command: the rounds decide), then names the pick on its seeds."""
+    import optuna
+
+    from search.analysis.summary import summarize
+    from search.attrs import ATTR_CONFIG, ATTR_ROUNDS
+    from search.dashboard.pages import study_page
+    from search.dashboard.views import study_view
+    from search.text import rounds_text
+
+    config = config.model_copy(update={"n_trials": 4})
+    study = optuna.create_study(study_name="r")
+    study.set_user_attr(ATTR_CONFIG, config.model_dump_json())
+    study.set_user_attr(ATTR_ROUNDS, Rounds(("a", "b", "c"), "a").to_json())
+
+    def add(schedule, seed, loss, role="confirm"):
+        study.add_trial(create_trial(value=loss, user_attrs={"schedule": schedule, "seed": seed, "role": role}))
+
+    add(UNIFORM, 7, 2.30, "baseline")
+    for schedule, loss in (("a", 2.0), ("b", 2.01), ("c", 2.02)):
+        add(schedule, 7, loss, "search")
+    for schedule, loss in ((UNIFORM, 2.31), ("a", 2.01), ("b", 2.03), ("c", 2.02)):
+        add(schedule, 1007, loss)
+    for k, seed in enumerate((1008, 1009, 1010)):
+        add(UNIFORM, seed, 2.30 + 0.01 * k)
+        add("a", seed, 2.00 + 0.012 * k)
+    s = summarize(study, config)
+    assert (s.rounds.number, s.rounds.finished, s.rounds.planned) == (2, 6, 8)
+    said = rounds_text(s.rounds)
+    assert said.startswith("confirmation round 2 of 2: a (frozen) and uniform on seeds 1008-1011, 6 of 8 runs finished")
+    assert s.verdict.kind != "better" and s.verdict.command is None  # three of four pairs: the test waits for the fourth
+    page = study_page(study_view(study), "sqlite:///unused.db")
+    assert 'id="rounds"' in page and "confirmation round 2 of 2: a (frozen)" in page
+    add(UNIFORM, 1011, 2.33)
+    add("a", 1011, 2.04)
+    s = summarize(study, config)
+    assert s.rounds.over and s.verdict.kind == "better" and s.verdict.schedule == "a" and s.verdict.seeds == (1008, 1009, 1010, 1011)
+    assert rounds_text(s.rounds) == "both rounds over: a frozen after round 1, judged on seeds 1008-1011 alone"
