@@ -431,7 +431,9 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     # a pre-registered experiment reads only its own pairs: `confirm` runs on it get their own table, never its gap
     paired = [t for t in trials if t.user_attrs.get(ROLE) != ROLE_CONFIRM] if plan else trials
     runs = study_runs(paired, config)
-    rounds = None if plan or config.search.confirmation != "rounds" else study_rounds(study, trials, config, done.searched)
+    rounds = (
+        None if plan or config.search.confirmation != "rounds" else study_rounds(study, trials, config, done.searched >= config.n_trials)
+    )
     frozen = Frozen(rounds.rounds.pick, frozenset(round_seeds(config, 2)), rounds.over) if rounds else None
     confirm_cmd = f"prism-search confirm {study.study_name}"
     decision = decide(runs, baseline, selected_on(trials), config.search.margin, confirm_cmd, frozen)
@@ -540,9 +542,9 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     )
 
 
-def study_rounds(study: optuna.Study, trials: list[FrozenTrial], config: StudyConfig, searched: int) -> RoundsProgress:
+def study_rounds(study: optuna.Study, trials: list[FrozenTrial], config: StudyConfig, search_done: bool) -> RoundsProgress:
     """How far the study's confirmation rounds are, from what they froze (stored) and the runs stored."""
-    return rounds_progress(trials, config, Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS)), searched >= config.n_trials)
+    return rounds_progress(trials, config, Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS)), search_done)
 
 
 def _driver_gone(study: optuna.Study, trials: list[FrozenTrial]) -> DriverGone | None:

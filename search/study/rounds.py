@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import optuna
 
-from search.analysis.rounds import N_ROUNDS, Rounds, contenders_of, pick_of, round_runs
+from search.analysis.rounds import N_ROUNDS, Rounds, contenders_of, pick_of, round_runs, round_seeds
 from search.analysis.summary import schedule_ranking, study_rounds
 from search.attrs import ATTR_ROUNDS
 from search.runner.context import StudyContext
 from search.runner.progress import StudyProgress
 from search.study.confirmation import queue_missing, train_queued
+from search.text import round_skipped_text, round_started_text
 
 
 def rounds_left(study: optuna.Study, ctx: StudyContext) -> bool:
-    """Whether a study confirmed in rounds still has a round to train (False for one confirmed by hand)."""
+    """Whether a study confirmed in rounds still has a round to train once its search is over (False for one
+    confirmed by hand)."""
     if ctx.config.search.confirmation != "rounds" or ctx.config.experiment is not None:
         return False
-    trials = study.get_trials(deepcopy=False)
-    return not study_rounds(study, trials, ctx.config, searched=ctx.config.n_trials).over
+    return not study_rounds(study, study.get_trials(deepcopy=False), ctx.config, search_done=True).over
 
 
 def run_rounds(ctx: StudyContext, progress: StudyProgress) -> None:
@@ -29,16 +30,13 @@ def run_rounds(ctx: StudyContext, progress: StudyProgress) -> None:
     for number in range(1, N_ROUNDS + 1):
         rounds = _frozen(study, ctx, number)
         if rounds is None:
-            progress.note(f"confirmation round {number} of {N_ROUNDS}: no finished schedule to confirm; rounds skipped")
+            progress.note(round_skipped_text(number))
             return
         runs = round_runs(config, rounds, number)
         queue_missing(ctx, runs)
-        left = study_rounds(study, study.get_trials(deepcopy=False), config, searched=config.n_trials)
-        if left.number > number:
+        if study_rounds(study, study.get_trials(deepcopy=False), config, search_done=True).number > number:
             continue  # this round's runs are all held already
-        what = ", ".join(rounds.contenders) if number == 1 else f"{rounds.pick} (frozen)"
-        seeds = sorted({seed for _, seed in runs})
-        progress.note(f"confirmation round {number} of {N_ROUNDS}: {what} and uniform at seed{'s' * (len(seeds) > 1)} {_seeds(seeds)}")
+        progress.note(round_started_text(number, rounds, round_seeds(config, number)))
         queued = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
         train_queued(ctx, queued, progress)
 
@@ -58,7 +56,3 @@ def _frozen(study: optuna.Study, ctx: StudyContext, number: int) -> Rounds | Non
         rounds = Rounds(rounds.contenders, pick_of(ranking, rounds.contenders))
     study.set_user_attr(ATTR_ROUNDS, rounds.to_json())
     return rounds
-
-
-def _seeds(seeds: list[int]) -> str:
-    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from search.analysis import Forecast, PairedGap, Summary, tokens_text
-from search.analysis.rounds import N_ROUNDS, RoundsProgress
+from search.analysis.rounds import N_ROUNDS, Rounds, RoundsProgress
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
 from search.outputs import jsonout
 from search.text.fidelity import agreement_text, rung_warning
@@ -69,23 +71,37 @@ def gap_text(s: Summary) -> str:
     return gap
 
 
+def seeds_text(seeds: Sequence[int]) -> str:
+    """ "seed 1000" or "seeds 1001-1004" (the rounds' seeds are consecutive)."""
+    return f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+
+
+def round_started_text(number: int, rounds: Rounds, seeds: Sequence[int]) -> str:
+    """What a confirmation round trains, as `run` starts it."""
+    what = ", ".join(rounds.contenders) if number == 1 else f"{rounds.pick} (frozen)"
+    return f"confirmation round {number} of {N_ROUNDS}: {what} and uniform at {seeds_text(seeds)}"
+
+
+def round_skipped_text(number: int) -> str:
+    return f"confirmation round {number} of {N_ROUNDS}: no finished schedule besides uniform to confirm; rounds skipped"
+
+
 def rounds_text(r: RoundsProgress) -> str:
     """Where a study confirmed in rounds stands: "confirmation round k of n" while a round is under way."""
-    seeds = f"seed{'s' * (len(r.seeds) > 1)} " + (f"{r.seeds[0]}-{r.seeds[-1]}" if len(r.seeds) > 1 else f"{r.seeds[0]}" if r.seeds else "")
     pick = r.rounds.pick
     if r.number == 0:
         return (
             f"after the search: round 1 of {N_ROUNDS} trains its best schedules and uniform on a fresh seed, round 2 the pick on new seeds"
         )
     if r.over:
-        return f"both rounds over: {pick} frozen after round 1, judged on {seeds} alone"
+        return f"both rounds over: {pick} frozen after round 1, judged on {seeds_text(r.seeds)} alone"
     if r.number == 1:
         what = ", ".join(r.rounds.contenders) or "its best schedules (chosen when the round starts)"
-        return f"confirmation round 1 of {N_ROUNDS}: {what} and uniform on {seeds}, {r.finished} of {r.planned} runs finished"
+        return f"confirmation round 1 of {N_ROUNDS}: {what} and uniform on {seeds_text(r.seeds)}, {r.finished} of {r.planned} runs finished"
     what = f"{pick} (frozen)" if pick else "the best of round 1 (frozen when the round starts)"
     return (
-        f"confirmation round 2 of {N_ROUNDS}: {what} and uniform on {seeds}, {r.finished} of {r.planned} runs finished; only "
-        "these seeds can call it better"
+        f"confirmation round 2 of {N_ROUNDS}: {what} and uniform on {seeds_text(r.seeds)}, {r.finished} of {r.planned} runs "
+        "finished; only these seeds can call it better"
     )
 
 
