@@ -53,6 +53,19 @@ class CorpusError(ValueError):
 
 
 @dataclass(frozen=True)
+class CorpusFacts:
+    """What a corpus holds: what a command states before it trains, and the fingerprint a study records. Token
+    counts are None for a task, which generates its sequences."""
+
+    name: str
+    fingerprint: str
+    train_tokens: int | None
+    val_tokens: int | None
+    vocab_size: int
+    mapped: bool  # a token file, read through memory maps a batch at a time, never whole
+
+
+@dataclass(frozen=True)
 class Corpus:
     name: str
     tokens: np.ndarray  # 1-D token ids: the training split, or train and validation cut by val_fraction
@@ -76,6 +89,19 @@ class Corpus:
         if self.val_tokens is not None:
             h.update(f"|split={len(self.tokens)}".encode())
         return h.hexdigest()[:16]
+
+    @property
+    def facts(self) -> CorpusFacts:
+        """What the corpus holds, for a command to state before it trains."""
+        generated = self.task is not None
+        return CorpusFacts(
+            name=self.name,
+            fingerprint=self.fingerprint,
+            train_tokens=None if generated else len(self.train),
+            val_tokens=None if generated else len(self.val),
+            vocab_size=self.vocab_size,
+            mapped=isinstance(self.tokens, np.memmap),
+        )
 
     @property
     def train(self) -> np.ndarray:

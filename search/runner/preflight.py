@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prism.data import CorpusError, check_windows, load_corpus, text_bytes
+from prism.data import CorpusError, CorpusFacts, check_windows, load_corpus, text_bytes
 from search.config import StudyConfig
 from search.errors import ConfigError
 
@@ -27,9 +27,9 @@ CUDA_CONTEXT_BYTES = 1 << 30
 SIZE_FIELDS = ("model.n_layer", "model.d_model", "model.mlp_ratio", "model.block_size", "model.vocab_size", "train.batch_size")
 
 
-def preflight(config: StudyConfig, *, address: str | None = None, device: str | None = None) -> str:
-    """Check `config` before a command stores or trains anything; returns the corpus fingerprint, so the corpus is
-    loaded once per command (here) and the study records what its workers must find.
+def preflight(config: StudyConfig, *, address: str | None = None, device: str | None = None) -> CorpusFacts:
+    """Check `config` before a command stores or trains anything; returns what the corpus holds (its fingerprint
+    among it), so the corpus is loaded once per command (here) and the study records what its workers must find.
 
     `device`: `prism-search train`'s one in-process run (no storage, no checkpoint_dir). Otherwise a study's
     trials, on CUDA when resources.gpus_per_trial > 0, resources.workers at once. With a
@@ -56,7 +56,7 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
             n = config.resources.workers
             at_once = min(n, max(1, int(1 / gpus))) if gpus else n  # fractional GPUs: that many trials share one
             check_memory(config, study_device, at_once, source="resources.gpus_per_trial" if gpus else "resources.workers")
-    return check_corpus(config)  # last: loading a corpus (or training its BPE) is the slow check
+    return corpus_facts(config)  # last: loading a corpus (or training its BPE) is the slow check
 
 
 IMPORT_TIMEOUT_S = 300  # a module importing torch and CUDA on a cold disk can take a minute
@@ -82,8 +82,13 @@ def check_importable(function: str, path: list[str]) -> None:
 
 
 def check_corpus(config: StudyConfig) -> str:
+    """The corpus's fingerprint, once `corpus_facts` has checked it."""
+    return corpus_facts(config).fingerprint
+
+
+def corpus_facts(config: StudyConfig) -> CorpusFacts:
     """The corpus fits in memory, loads, fits the model's vocabulary, and both its splits hold the windows training
-    and evaluation draw from it; returns its fingerprint."""
+    and evaluation draw from it; returns what it holds."""
     try:
         size = text_bytes(config.data.corpus)
         if 2 * size > _host_available():  # read, then joined: twice its size at the peak, before any tokenizer
@@ -100,7 +105,7 @@ def check_corpus(config: StudyConfig) -> str:
             f"model.vocab_size={config.model.vocab_size} is smaller than the corpus vocab {corpus.vocab_size}; "
             f"set model.vocab_size = {corpus.vocab_size}"
         )
-    return corpus.fingerprint
+    return corpus.facts
 
 
 def check_folder(path: str, field: str) -> None:

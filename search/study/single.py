@@ -144,7 +144,7 @@ def train_single(
     from prism import TrainingDiverged
     from search.runner.worker import TrialSpec, run_trial  # torch
 
-    fingerprint = preflight(config, device=device)
+    fingerprint = preflight(config, device=device).fingerprint
     if save:
         check_folder(save, "--save")
         if Path(save).is_dir() and any(Path(save).iterdir()):

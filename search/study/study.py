@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import optuna
 
     from prism import Schedule
+    from prism.data import CorpusFacts
     from search.analysis import Forecast, Summary
     from search.analysis.rows import TrialRow
     from search.analysis.summary import ConfirmationRow
@@ -230,14 +231,17 @@ class Study:
         """
         from search.storage import driver_lock
         from search.study._lifecycle import confirm
+        from search.text import corpus_text
 
         def work() -> list[ConfirmationRow]:
             config = self._resolve(Flags(workers=workers, track=tuple(track)))
-            fingerprint, trackers = self._edge(config, address)
-            ctx = reopen_study(self.optuna_study, config, fingerprint, trackers, fix="confirm where the study's corpus is")
+            corpus, trackers = self._edge(config, address)
+            ctx = reopen_study(self.optuna_study, config, corpus.fingerprint, trackers, fix="confirm where the study's corpus is")
             started = time.monotonic()
+            shown = progress or _default_progress()
+            shown.note(corpus_text(corpus))
             with driver_lock(config.storage):
-                rows = confirm(ctx, top, seeds, address, progress or _default_progress())
+                rows = confirm(ctx, top, seeds, address, shown)
             self.wall_s = time.monotonic() - started
             return rows
 
@@ -279,15 +283,15 @@ class Study:
         shutil.rmtree(folder)
         return folder
 
-    def _edge(self, config: StudyConfig, address: str | None, *, keep_checkpoints: bool = False) -> tuple[str, tuple[Tracker, ...]]:
-        """What a command that trains checks once, before anything is stored: the corpus and this machine (the
-        corpus's fingerprint) and the trackers. `keep_checkpoints`: the baselines of `--prior auto` keep theirs."""
+    def _edge(self, config: StudyConfig, address: str | None, *, keep_checkpoints: bool = False) -> tuple[CorpusFacts, tuple[Tracker, ...]]:
+        """What a command that trains checks once, before anything is stored: the corpus and this machine (what the
+        corpus holds) and the trackers. `keep_checkpoints`: the baselines of `--prior auto` keep theirs."""
         from search.runner.preflight import preflight
         from search.study._lifecycle import keeping_checkpoints
         from search.tracking import make_trackers
 
-        fingerprint = preflight(keeping_checkpoints(config) if keep_checkpoints else config, address=address)
-        return fingerprint, tuple(make_trackers(config.tracking))  # a missing tracker library fails here, before any compute
+        corpus = preflight(keeping_checkpoints(config) if keep_checkpoints else config, address=address)
+        return corpus, tuple(make_trackers(config.tracking))  # a missing tracker library fails here, before any compute
 
     def _train(
         self,
@@ -301,16 +305,18 @@ class Study:
         """`run` and `resume` (`resuming`): the study's context, resolved once here, then its trials driven."""
         from search.storage import driver_lock
         from search.study._lifecycle import AutoPrior, drive, open_to_run, parse_prior
+        from search.text import corpus_text
 
         config = self._resolve(flags)
         choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
         if choice is not None and config.experiment is not None:
             raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
-        fingerprint, trackers = self._edge(config, address, keep_checkpoints=isinstance(choice, AutoPrior))
+        corpus, trackers = self._edge(config, address, keep_checkpoints=isinstance(choice, AutoPrior))
         progress = progress or _default_progress()
+        progress.note(corpus_text(corpus))
         with driver_lock(config.storage):
             resumed = self.optuna_study if resuming else None
-            ctx = open_to_run(config, fingerprint, trackers, progress, resumed=resumed)
+            ctx = open_to_run(config, corpus.fingerprint, trackers, progress, resumed=resumed)
             self._optuna, self._open = ctx.study, True
             self.wall_s = drive(ctx, address, progress=progress, prior=choice)
         return self.summary()

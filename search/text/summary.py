@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from prism.data import CorpusFacts
 from search.analysis import Forecast, PairedGap, Summary, tokens_text
 from search.analysis.rounds import N_ROUNDS, Rounds, RoundsProgress
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
@@ -69,6 +70,17 @@ def gap_text(s: Summary) -> str:
     if s.uniform_is_best:
         return f"none: uniform is the best schedule by paired mean; the best other, {s.runner_up}: {gap}"
     return gap
+
+
+def corpus_text(c: CorpusFacts) -> str:
+    """What the corpus a command trains on holds, said before it trains."""
+    if c.train_tokens is None or c.val_tokens is None:
+        return f"corpus {c.name}: a generated task, vocab {c.vocab_size}"
+    read = "memory-mapped, read a batch at a time" if c.mapped else "in memory"
+    return (
+        f"corpus {c.name}: {tokens_text(c.train_tokens)} training and {tokens_text(c.val_tokens)} validation tokens, "
+        f"vocab {c.vocab_size} ({read})"
+    )
 
 
 def seeds_text(seeds: Sequence[int]) -> str:

@@ -152,3 +152,28 @@ def test_a_stored_study_whose_checkpoint_dir_became_a_file_is_refused_by_resume_
         assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
         assert f"checkpoint_dir {str(tmp_path / 'ckpts')!r}: " in result.stderr and "(fix: " in result.stderr
         assert _sha(db) == sha and len(optuna.load_study(study_name="tiny", storage=config.storage).trials) == trials
+
+
+def test_preflight_states_what_the_corpus_holds(tiny_config, tmp_path):
+    """What `run`, `resume` and `confirm` say before they train: the split sizes and how the tokens are read (a token
+    file is mapped, never loaded whole); a task generates its sequences, so it has no size to state."""
+    import numpy as np
+
+    from prism.data import load_corpus
+    from search.text import corpus_text
+
+    facts = preflight(tiny_config)
+    assert facts.fingerprint == check_corpus(tiny_config) and not facts.mapped and facts.vocab_size == 256
+    total = len(load_corpus("shakespeare").tokens)  # its bytes, cut 0.9 / 0.1
+    assert (facts.train_tokens, facts.val_tokens) == (int(total * 0.9), total - int(total * 0.9))
+    assert corpus_text(facts) == "corpus shakespeare: 5.15M training and 572k validation tokens, vocab 256 (in memory)"
+    ids = np.memmap(tmp_path / "train.bin", dtype=np.uint16, mode="w+", shape=(20_000,))
+    ids[:] = np.arange(20_000) % 200
+    ids.flush()
+    data = tiny_config.data.model_copy(update={"corpus": str(tmp_path / "train.bin"), "vocab_size": 256})
+    mapped = preflight(tiny_config.model_copy(update={"data": data}))
+    assert mapped.mapped and (mapped.train_tokens, mapped.val_tokens) == (18_000, 2_000)
+    assert corpus_text(mapped).endswith("18k training and 2k validation tokens, vocab 256 (memory-mapped, read a batch at a time)")
+    data = tiny_config.data.model_copy(update={"corpus": "mqar:pairs=4,key_len=2"})
+    task = preflight(tiny_config.model_copy(update={"data": data, "model": tiny_config.model.model_copy(update={"block_size": 16})}))
+    assert task.train_tokens is None and corpus_text(task).startswith("corpus mqar:pairs=4,key_len=2: a generated task, vocab")
