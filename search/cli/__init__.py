@@ -256,15 +256,15 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output: a named study's object, else a list of every study's"),
 ) -> None:
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
-    from search.analysis import summaries, unreadable_studies
+    from search.analysis import summaries
     from search.study import Study
     from search.text import summary_json
 
     url = storage_or_default(storage)
-    studies, plain = ([Study.load(name, storage=url)], []) if name else Study.all(url)  # plain: another tool's, left out
+    # plain: another tool's, left out; damaged: a study whose own data cannot be decoded, named with why
+    studies, plain, damaged = ([Study.load(name, storage=url)], [], {}) if name else Study.all(url)
     found, unreadable = ([(studies[0], studies[0].summary())], {}) if name else summaries(studies)  # unreadable: named, not fatal
-    if not name:
-        unreadable |= unreadable_studies(url)  # a study whose own data is damaged: Study.all cannot open it
+    unreadable |= damaged
     if as_json:  # a named study: its one object; else a list of every study's, and each unreadable one's reason
         listed = [summary_json(s) | study.standing().to_dict() for study, s in found] + [
             {"name": n, "error": why} for n, why in unreadable.items()

@@ -109,13 +109,15 @@ class Study:
         return cls(name, storage_or_default(storage))
 
     @classmethod
-    def all(cls, storage: str | None = None) -> tuple[list[Study], list[str]]:
-        """Every study prism-search created in `storage`, and the names of those another tool made there.
+    def all(cls, storage: str | None = None) -> tuple[list[Study], list[str], dict[str, str]]:
+        """Every study prism-search created in `storage`, the names of those another tool made there, and why each
+        study whose own stored data (name, directions, attrs) is damaged cannot be opened, by name: one damaged study
+        never hides the others, and none is left out unsaid.
 
         Args:
             storage: SQLAlchemy URL of the database (default: sqlite:///prism_search.db).
         """
-        from search.analysis import stored_studies
+        from search.analysis import stored_studies, unreadable_studies
 
         url = storage_or_default(storage)
         found, others = stored_studies(url)
@@ -124,7 +126,7 @@ class Study:
             study = cls(stored.study_name, url)
             study._optuna = stored
             studies.append(study)
-        return studies, others
+        return studies, others, unreadable_studies(url)
 
     # -- what it is ------------------------------------------------------------------------------------------------
     @property

@@ -23,7 +23,7 @@ def test_commands_without_storage_read_the_database_the_variable_names(tiny_conf
     status = runner.invoke(app, ["status", "tiny", "--json"])
     assert status.exit_code == 0, status.output
     assert json.loads(status.output)["name"] == "tiny"
-    assert Study.load("tiny").storage == tiny_config.storage and [s.name for s in Study.all()[0]] == ["tiny"]
+    assert Study.load("tiny").storage == tiny_config.storage and Study.all()[0][0].name == "tiny" and Study.all()[1:] == ([], {})
     assert not (tmp_path / "prism_search.db").exists()
     other = f"sqlite:///{tmp_path / 'other.db'}"  # the flag still wins
     assert "no prism-search studies in sqlite:///" in str(runner.invoke(app, ["status", "--storage", other]).exception)

@@ -73,6 +73,20 @@ def test_status_of_the_storage_shows_the_intact_study_and_one_line_per_unreadabl
             assert f"{kind}: " in out, kind  # damage a reader tolerates: its study is summarised
 
 
+def test_study_all_names_each_study_whose_own_data_is_damaged(damaged):
+    """From Python too, no damaged study is left out unsaid: the ones `Study.all` cannot open come back with why,
+    each with the line `status` prints about it."""
+    from search.study import Study
+
+    url, stored = damaged
+    studies, _, unreadable = Study.all(url)
+    assert INTACT in {s.name for s in studies}
+    own = {k for k in stored if DAMAGE[k].says is not None} - {s.name for s in studies}  # unreadable before a summary
+    for kind in own:
+        assert any(DAMAGE[kind].says in why for why in unreadable.values()), (kind, unreadable)
+    assert own and len(unreadable) == len(own)
+
+
 def test_every_reading_command_reads_the_intact_study(monkeypatch, capsys, tmp_path, damaged):
     url, _ = damaged
     for args in READERS:
