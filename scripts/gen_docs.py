@@ -1,6 +1,6 @@
 """Writes the reference pages from the code they describe, so they say what the code does today.
 
-    .venv/bin/python scripts/gen_docs.py config   # docs/configuration.md from search/config.py's pydantic models
+    .venv/bin/python scripts/gen_docs.py config   # docs/configuration.md from search/config/schema.py's pydantic models
     .venv/bin/python scripts/gen_docs.py cli      # docs/cli.md from search/cli.py's Typer app
     .venv/bin/python scripts/gen_docs.py trainer  # docs/own-model.md's python-trainer API block, from search.trainers
     .venv/bin/python scripts/gen_docs.py all      # all three

@@ -66,7 +66,7 @@ def test_every_config_field_of_every_section_is_in_the_configuration_page():
 def test_every_config_field_has_a_description():
     models = [StudyConfig, *_sections().values()]
     bare = [f"{m.__name__}.{n}" for m in models for n, f in m.model_fields.items() if not (f.description or "").strip()]
-    assert not bare, f"fields without a description (add description= in search/config.py): {bare}"
+    assert not bare, f"fields without a description (add description= in search/config/schema.py): {bare}"
 
 
 def test_the_configuration_pages_example_is_a_valid_study_config():

@@ -220,7 +220,7 @@ def test_an_experiment_that_would_run_anything_but_its_pairs_is_refused(data, me
 
 
 def test_only_a_long_quoted_value_is_cut_never_the_text_between_two_quoted_values():
-    from search.config import _cut_quoted
+    from search.config.wording import _cut_quoted
 
     path = "/tmp/" + "x" * 80 + "/train_gpt.py"
     between = f"function 'train_gpt:nope': {path} defines no 'nope'; fix the name after the ':'"

@@ -1,29 +1,22 @@
-"""Study configuration: one TOML file, validated once at the edge into typed pydantic models.
-
-Every error becomes a `ConfigError` whose one-line message names the field and the fix; nothing downstream
-(storage, Ray, torch) is touched before the config is valid.
-"""
+"""The study config's schema: one pydantic model per TOML section, each field with its bounds and the description the
+reference page (docs/configuration.md) is written from, and the rules between fields."""
 
 from __future__ import annotations
 
 import glob
 import itertools
-import json
 import math
-import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_type_hints
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     PrivateAttr,
-    ValidationError,
     ValidationInfo,
     create_model,
     field_validator,
@@ -42,12 +35,12 @@ from prism import (
     parse_task,
     validate,
 )
-from prism.config import EARLIER_DEFAULTS, MAX_SEED, MAX_STEPS, check_power_of_two
+from prism.config import MAX_SEED, MAX_STEPS, check_power_of_two
 from search.attrs import THROUGHPUT_RATIO
 from search.errors import ConfigError
 from search.families import DEFAULT_LATE_ZONE, FAMILIES, ScheduleFamily, make_family
 from search.families.references import Reference, parse_reference
-from search.outputs.urls import mask_in, mask_url
+from search.outputs.urls import mask_url
 from search.trainers import PrismTrainer, TrainerSection
 
 if TYPE_CHECKING:
@@ -58,17 +51,6 @@ STORAGE_ENV = "PRISM_SEARCH_STORAGE"  # the database every command and Study use
 MIN_LOOK = 3  # an experiment's first look: fewer pairs measure no noise (search.analysis.stats.MIN_PAIRS)
 MAX_SEEDS = 100  # baseline or confirmation seeds of one schedule; seeds stay below 2**32 past the study seed's offsets
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")  # a single path component, never `.`, `..` or hidden
-
-
-def storage_or_default(given: str | None) -> str:
-    """The database a command uses: `given` (--storage, or the TOML's `storage`), else $PRISM_SEARCH_STORAGE, else
-    the SQLite file in the working directory."""
-    if given:
-        return given
-    env = os.environ.get(STORAGE_ENV)
-    if env is not None and not env.strip():
-        raise ConfigError(f"{STORAGE_ENV} is set but empty; name a database URL such as {DEFAULT_STORAGE}, or unset it")
-    return env or DEFAULT_STORAGE
 
 
 class _Section(BaseModel):
@@ -522,275 +504,6 @@ class StudyConfig(_Section):
         if self._family is None:
             self._family = make_family(self.space.family, self.model.n_layer, allowed_head_counts(self.model_config_), self.space.late_zone)
         return self._family
-
-
-@dataclass(frozen=True)
-class Flags:
-    """What a command line may put on top of a config, checked by the same bounds as the file (`--storage`,
-    `--n-trials`: n_trials, `--workers`: resources.workers, `--track`: tracking). None: keep the config's."""
-
-    storage: str | None = None
-    n_trials: int | None = None
-    workers: int | None = None
-    track: tuple[str, ...] = ()
-
-    def flag_of(self, loc: tuple) -> str | None:
-        """The flag that set the field at `loc` (a validation error's location), if one did."""
-        fields: dict[tuple, tuple[str, object]] = {
-            ("storage",): ("--storage", self.storage),
-            ("n_trials",): ("--n-trials", self.n_trials),
-            ("resources", "workers"): ("--workers", self.workers),
-        }
-        flag, value = fields.get(loc[:2] if loc[:1] == ("resources",) else loc[:1], (None, None))
-        return flag if value else None
-
-    def overridden(self) -> list[tuple[str, ...]]:
-        """Where in a config the flags put their values: the fields they replace."""
-        fields = [(("storage",), self.storage), (("n_trials",), self.n_trials), (("resources", "workers"), self.workers)]
-        return [loc for loc, value in fields if value]
-
-    def applied(self, data: dict) -> dict:
-        """`data` (a config as TOML or JSON holds it) with the flags on top that the config's own validation
-        checks (--track is checked by its section: TrackingSection.with_flags)."""
-        data = dict(data)
-        if self.storage:
-            data["storage"] = self.storage
-        if self.n_trials:
-            data["n_trials"] = self.n_trials
-        if self.workers:
-            resources = data.get("resources", {})
-            data["resources"] = (resources if isinstance(resources, dict) else {}) | {"workers": self.workers}
-        return data
-
-
-ECHO_CHARS = 60  # an echoed value longer than this is cut: a 5,000-character name makes an error no one reads
-
-
-def _format_validation_error(errors: list, source: str) -> str:
-    """One line naming the field and the fix (the first of a validation's `errors`); an echoed input is cut to a
-    readable length, and masked, since a misplaced URL may carry a password."""
-    first = errors[0]
-    loc = _field_loc(first["loc"], keep_last=first["type"] == "extra_forbidden")
-    where = ".".join(str(p) for p in loc) or "config"
-    msg = first["msg"].removeprefix("Value error, ")
-    value = first.get("input")
-    expected = _expected(e for e in errors if _field_loc(e["loc"]) == loc)  # a union's members: one error each
-    if first["type"] == "extra_forbidden":
-        msg = "unknown field; check the spelling or remove it"
-    elif first["type"] == "missing":
-        msg = "required field is missing; add it"
-    elif first["type"] == "finite_number":
-        msg = f"{value!r} is not a finite number (fix: write a finite value; inf and nan cannot train or be stored)"
-    elif expected:
-        msg = _wrong_kind(value, expected)
-    elif first["type"] == "literal_error":
-        shown = repr(value) if isinstance(value, str) else _shown(value)  # a long one is cut with every quoted value
-        msg = f"{shown} is not valid; {msg[0].lower()}{msg[1:]}"
-    elif "input" in first and not isinstance(value, dict) and first["type"] != "value_error":
-        msg = f"{msg} (got {_shown(value)})"
-    return _cut_quoted(mask_in(f"{source}: {where}: {msg}", value if isinstance(value, str) else None))
-
-
-def _field_loc(loc: tuple, keep_last: bool = False) -> tuple:
-    """`loc` without the union member tags pydantic appends ('constrained-int', "literal['auto']", a tagged
-    section's kind such as 'command'): the path of the field as the TOML file spells it. `keep_last`: an unknown
-    field's own name."""
-    models: list[type[BaseModel]] = [StudyConfig]
-    out: list = []
-    for i, part in enumerate(loc):
-        if isinstance(part, int) or (keep_last and i == len(loc) - 1):
-            out.append(part)
-            continue
-        owner = next((m for m in models if part in m.model_fields), None)
-        if owner is not None:
-            out.append(part)
-            models = _models_in(owner.model_fields[part].annotation)
-        elif len(models) < 2:  # a scalar union's member tag, or past the models: the field's path ends here
-            break
-    return tuple(out)
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models a field's annotation holds: itself, an optional one, or a tagged union's members."""
-    found, stack = [], [annotation]
-    while stack:
-        a = stack.pop()
-        if isinstance(a, type) and issubclass(a, BaseModel):
-            found.append(a)
-        else:
-            stack.extend(get_args(a))
-    return found
-
-
-_KINDS = {"int_type": "an integer", "float_type": "a number", "bool_type": "a boolean", "string_type": "a string",
-          "list_type": "a list", "tuple_type": "a list", "model_type": "a table", "dict_type": "a table"}  # fmt: skip
-_FIXES = {
-    "an integer": "write a whole number without quotes, a decimal point or an exponent",
-    "a number": "write a number without quotes",
-    "a boolean": "write true or false, without quotes",
-    "a string": "write it in quotes",
-    "a list": "write it in brackets, e.g. [1, 2]",
-    "a table": "write it as a [section] or an inline table {key = value}",
-}
-
-
-def _expected(errors: Any) -> list[str]:
-    """What the field takes, where its errors say the input was of the wrong kind: ['an integer', '"auto"'];
-    empty where an error is about the value itself (a bound, a rule)."""
-    out: list[str] = []
-    for e in errors:
-        if e["type"] == "literal_error":
-            out += [json.dumps(w) for w in re.findall(r"'([^']*)'", e["ctx"]["expected"])]
-        elif e["type"] in _KINDS:
-            out.append(_KINDS[e["type"]])
-        else:
-            return []
-    return out if any(e in _FIXES for e in out) else []
-
-
-def _wrong_kind(value: Any, expected: list[str]) -> str:
-    """`"5" is a string where an integer is expected (fix: ...)`; a float in an integer field is its own mistake."""
-    kinds = [k for k in expected if k in _FIXES]
-    if "an integer" in kinds and isinstance(value, float) and not isinstance(value, bool):
-        return f"{value!r} is not an integer (fix: write a whole number without a decimal point or exponent)"
-    named = " or ".join(sorted(w for w in expected if w not in _FIXES) + kinds).replace("an integer", "a number")
-    fix = "write a number, e.g. 1 rather than true" if isinstance(value, bool) and "a boolean" not in kinds else _FIXES[kinds[0]]
-    return f"{_shown(value)} is {_kind(value)} where {named} is expected (fix: {fix})"
-
-
-def _kind(value: Any) -> str:
-    """A TOML value's kind, in TOML's words."""
-    for kind, types in (("a boolean", bool), ("a number", (int, float)), ("a string", str), ("a list", (list, tuple)), ("a table", dict)):
-        if isinstance(value, types):
-            return kind
-    return "a date or time"
-
-
-def _shown(value: Any) -> str:
-    """`value` as TOML spells it (JSON's spelling for the rest), masked, then cut to ECHO_CHARS."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
-    except ValueError:  # inf or nan inside a list
-        text = repr(value)
-    text = mask_in(text, value if isinstance(value, str) else None)
-    if len(text) <= ECHO_CHARS:
-        return text
-    length = len(value) if isinstance(value, str) else len(text)
-    return f"{text[: ECHO_CHARS - 20]}... ({length:,} characters)"
-
-
-# a quoted token: its opening quote starts a word and its closing one ends it, so the text between two quoted
-# values ("'a': /a/long/path defines no 'b'") is never read as one
-_LONG_QUOTED = re.compile(rf"""(?<![\w'"])(['"])([^'"]{{{ECHO_CHARS + 1},}})\1(?!\w)""")
-
-
-def _cut_quoted(message: str) -> str:
-    """Every quoted value longer than ECHO_CHARS in `message` cut to its start and its length: a rule's own text
-    (prism's schedule errors, a validator's) echoes the value whole."""
-    return _LONG_QUOTED.sub(lambda m: f"{m[1]}{m[2][: ECHO_CHARS - 20]}...{m[1]} ({len(m[2]):,} characters)", message)
-
-
-# What a study stored before its section had these fields meant: it resumes with the strategy it was created with.
-SEARCH_EARLIER_DEFAULTS = {"search": {"confirmation": "manual"}}
-
-
-def parse_config(data: dict, source: str = "config", stored: bool = False, flags: Flags | None = None) -> StudyConfig:
-    """The one parse of a config per command. `stored`: the config a study was created with, already checked then;
-    the disk is not consulted again, and a field it leaves out whose default changed since means what it meant then
-    (prism.config.EARLIER_DEFAULTS, SEARCH_EARLIER_DEFAULTS). `flags`: the command line's, applied before the parse (their errors name the
-    command line)."""
-    if flags is not None and not stored:
-        _check_overridden(data, flags, source)
-    if flags is not None:
-        data = flags.applied(data)
-    if stored:
-        data = data | {
-            name: earlier | data.get(name, {})
-            for name, earlier in (EARLIER_DEFAULTS | SEARCH_EARLIER_DEFAULTS).items()
-            if isinstance(data.get(name, {}), dict)
-        }
-    try:
-        config = StudyConfig.model_validate(data, context={"stored": stored})
-    except ValidationError as e:
-        flag = flags.flag_of(tuple(e.errors()[0]["loc"])) if flags is not None else None
-        raise ConfigError(_format_validation_error(e.errors(), f"{source} with the command line's {flag}" if flag else source)) from None
-    if flags is not None and flags.track:
-        config = config.model_copy(update={"tracking": config.tracking.with_flags(list(flags.track))})
-    return config
-
-
-def _check_overridden(data: dict, flags: Flags, source: str) -> None:
-    """A field a flag replaces is still checked as the file wrote it: `storage = 5` is a mistake in the file
-    whatever `--storage` says, and the next run without the flag would meet it. The file's other fields are
-    checked by the parse itself; rules between fields are checked with the flags' values."""
-    overridden = flags.overridden()
-    if not overridden:
-        return
-
-    def replaced(error: Any) -> bool:
-        field = _field_loc(tuple(error["loc"]))  # empty: a rule between fields
-        return bool(field) and any(field[: len(loc)] == loc[: len(field)] for loc in overridden)
-
-    try:
-        StudyConfig.model_validate(data, context={"fields_only": True})
-    except ValidationError as e:
-        if errors := [error for error in e.errors() if replaced(error)]:
-            raise ConfigError(_format_validation_error(errors, source)) from None
-
-
-def read_toml(path: str | Path) -> dict:
-    """A study TOML file's tables, not validated yet, or a one-line ConfigError."""
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError(
-            f"study config {str(path)!r} is a folder (fix: pass the path of a .toml file in it, such as studies/quickstart.toml)"
-        )
-    if not path.is_file():
-        raise ConfigError(f"study config {str(path)!r} not found; pass the path of a .toml file such as studies/quickstart.toml")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a byte order mark some editors write
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not valid TOML ({e}); fix the syntax") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: arrays or tables nested too deeply to read; fix: flatten them") from None
-
-
-def load_config(path: str | Path, flags: Flags | None = None) -> StudyConfig:
-    """The one config loader: TOML file (and the command line's `flags`) -> validated StudyConfig, or a one-line
-    ConfigError."""
-    return parse_config(read_toml(path), str(path), flags=flags)
-
-
-def check_in_effect(config: StudyConfig, source: str) -> None:
-    """Refuse a setting of a new study that could never act, which it would otherwise run with for hours. Checked
-    where a study is made from a config only: `train --steps` may shorten its one run below the pruner's first rung
-    (one run prunes nothing), and a stored study opens as it was made."""
-    search, train = config.search, config.train
-    evals = train.steps // train.eval_every
-    if search.pruner != "none" and search.min_resource_evals != "auto" and search.min_resource_evals > evals:
-        raise ConfigError(
-            f"{source}: search.min_resource_evals={search.min_resource_evals}: a run has only {evals} evaluations (train.steps "
-            f"{train.steps} / train.eval_every {train.eval_every}), so the pruner would never act (fix: at most {evals}, "
-            '"auto", or pruner = "none")'
-        )
-    if search.min_throughput_ratio is not None and search.min_throughput_ratio > 1:
-        raise ConfigError(
-            f"{source}: search.min_throughput_ratio={search.min_throughput_ratio:g} would make uniform itself (ratio 1) "
-            "infeasible, and every gap is paired with uniform's run (fix: at most 1, e.g. 0.98: keep most of uniform's tokens/s)"
-        )
-    if config.experiment is not None and search.pruner != "none":
-        raise ConfigError(
-            f"{source}: search.pruner={search.pruner!r}: an experiment's pairs train to the end, a pruned run is no pair "
-            '(fix: pruner = "none")'
-        )
-
-
-def resume_command(config: StudyConfig) -> str:
-    """The command that continues a study, as every interrupted or failed run prints it; a password in its storage
-    URL is never printed, so it says where it goes."""
-    shown = mask_url(config.storage)
-    where = "   (your password in place of ***)" if shown != config.storage else ""
-    return f"prism-search resume {config.name} --storage {shown}{where}"
 
 
 def references_for(config: StudyConfig) -> list[Reference]:
