@@ -82,9 +82,10 @@ def _cli(*args, **kw):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml, sig):
-    # SIGTERM is what kill, systemd, Kubernetes and `ray job stop` send: it must stop a run exactly like Ctrl-C
+def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml):
+    """Ctrl-C; SIGTERM (what kill, systemd, Kubernetes and `ray job stop` send) stops a run the same way, which the
+    rounds' test (tests/search/study/test_rounds_e2e.py) sends with the same checks."""
+    sig = signal.SIGINT
     toml = study_toml(("n_trials = 5", "n_trials = 6"))
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     proc = _cli("run", str(toml), "--storage", url)
@@ -105,8 +106,8 @@ def test_interrupted_run_resumes_to_exactly_n_trials(tmp_path, study_toml, sig):
     errors = {t.number: t.user_attrs.get("error") for t in interrupted}
     assert errors and all("interrupted" in (e or "") for e in errors.values()), (errors, out)
     waiting = [t.user_attrs["schedule"] for t in study.trials if t.state == TrialState.WAITING]
-    # queued again: every interrupted trial that had its schedule (one stopped before the sampler drew it has none),
-    # but a served copy, whose original (queued again too, or finished) has its schedule
+    # queued again: every interrupted trial (its schedule is stored in the step that asked for it) but a served
+    # copy, whose original (queued again too, or finished) has its schedule
     assert sorted(waiting) == sorted(
         t.user_attrs["schedule"] for t in interrupted if "schedule" in t.user_attrs and "duplicate_of" not in t.user_attrs
     )

@@ -64,7 +64,9 @@ def test_a_study_stopped_in_round_two_resumes_and_is_better_on_post_freeze_seeds
             proc.send_signal(signal.SIGTERM)
             break
     out = "".join(lines) + proc.communicate(timeout=120)[0]
-    assert proc.returncode == 130, out
+    assert proc.returncode == 130, out  # SIGTERM stops a run as Ctrl-C does: what to run next, no crash banner
+    assert f"prism-search resume own-trainer --storage {url}" in out
+    assert "Traceback" not in out and "SIGTERM received" not in out, out
     study = optuna.load_study(study_name="own-trainer", storage=url)
     frozen = Rounds.from_json(study.user_attrs[ATTR_ROUNDS])
     assert len(frozen.contenders) == 2 and frozen.pick in frozen.contenders, out
