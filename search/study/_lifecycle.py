@@ -133,7 +133,7 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
             f"--prior: study {config.name!r} already has {done.searched}/{config.n_trials} trained trials, so none of the "
             f"prior's schedules would train (fix: --n-trials {more})"
         )
-    if searched and not rounds_left(study, ctx):
+    if searched and not rounds_left(study, config):
         why = f" ({full.text()})" if full and done.searched < config.n_trials else ""
         progress.note(f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run")
         return None
@@ -149,7 +149,7 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
                 driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=policies)
                 # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials
                 driver.run(reachable_target(study, config.n_trials + done.confirmation), config.resources.workers)
-            if rounds_left(study, ctx):
+            if rounds_left(study, config):
                 run_rounds(ctx, progress)
     finally:
         progress.close()

@@ -10,18 +10,31 @@ import optuna
 from search.analysis.rounds import N_ROUNDS, Rounds, contenders_of, pick_of, round_runs, round_seeds
 from search.analysis.summary import schedule_ranking, study_rounds
 from search.attrs import ATTR_ROUNDS
+from search.config import StudyConfig
+from search.errors import PrismSearchError
 from search.runner.context import StudyContext
 from search.runner.progress import StudyProgress
 from search.study.confirmation import queue_missing, train_queued
 from search.text import round_skipped_text, round_started_text
 
 
-def rounds_left(study: optuna.Study, ctx: StudyContext) -> bool:
+def rounds_left(study: optuna.Study, config: StudyConfig) -> bool:
     """Whether a study confirmed in rounds still has a round to train once its search is over (False for one
     confirmed by hand)."""
-    if ctx.config.search.confirmation != "rounds" or ctx.config.experiment is not None:
+    if config.search.confirmation != "rounds" or config.experiment is not None:
         return False
-    return not study_rounds(study, study.get_trials(deepcopy=False), ctx.config, search_done=True).over
+    return not study_rounds(study, study.get_trials(deepcopy=False), config, search_done=True).over
+
+
+def check_confirmable(study: optuna.Study, config: StudyConfig) -> None:
+    """`confirm` is refused while a study confirmed in rounds has a round left: runs on `confirm`'s seeds before its
+    pick is frozen would be seeds it was selected on, which its round 2 must never be."""
+    if rounds_left(study, config):
+        raise PrismSearchError(
+            f'study {config.name!r} confirms in rounds (search.confirmation = "rounds") and they are not over; a `confirm` now '
+            f"would train the seeds its pick must not be selected on (fix: `prism-search resume {config.name}` trains the rounds; "
+            "confirm after them)"
+        )
 
 
 def run_rounds(ctx: StudyContext, progress: StudyProgress) -> None:

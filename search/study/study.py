@@ -233,10 +233,12 @@ class Study:
         """
         from search.storage import driver_lock
         from search.study._lifecycle import confirm
+        from search.study.rounds import check_confirmable
         from search.text import corpus_text
 
         def work() -> list[ConfirmationRow]:
             config = self._resolve(Flags(workers=workers, track=tuple(track)))
+            check_confirmable(self.optuna_study, config)  # before any compute
             corpus, trackers = self._edge(config, address)
             ctx = reopen_study(self.optuna_study, config, corpus.fingerprint, trackers, fix="confirm where the study's corpus is")
             started = time.monotonic()

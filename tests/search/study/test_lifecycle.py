@@ -34,6 +34,25 @@ def test_resume_n_trials_stores_the_new_target_for_status_and_the_dashboard(tiny
     assert stored["n_trials"] == 2  # what the dashboard reads as the study's target
 
 
+def test_confirm_is_refused_while_a_study_confirmed_in_rounds_has_a_round_left(tiny_config, monkeypatch, capsys, tmp_path):
+    """Runs on `confirm`'s seeds before the pick is frozen would be seeds it was selected on; round 2's seeds must
+    never be. One line before any compute (no corpus read), and nothing queued."""
+    search = tiny_config.search.model_copy(update={"confirmation": "rounds"})
+    config = tiny_config.model_copy(update={"n_trials": 2, "search": search})
+    study = open_study(config, open_storage(config.storage), check_corpus(config)).study
+    for schedule, seed in ((config.baseline, config.seed), (config.baseline, config.seed + 1)):  # the two baselines, finished
+        attrs = schedule_attrs(schedule, "baseline", seed) | {"tokens_per_s": 1000.0}
+        study.add_trial(optuna.trial.create_trial(params={"x": 1}, distributions={"x": IntDistribution(0, 2)}, value=2.0, user_attrs=attrs))
+    from tests.search.test_cli_errors import run_cli
+
+    code, out, err = run_cli(monkeypatch, capsys, tmp_path, "confirm", "tiny", "--storage", config.storage, "--top", "1", "--seeds", "3")
+    assert code != 0 and out == "" and err.count("\n") == 1, (out, err)  # no corpus read, nothing said before
+    assert 'confirms in rounds (search.confirmation = "rounds") and they are not over' in err
+    assert "`prism-search resume tiny` trains the rounds" in err
+    queued = optuna.load_study(study_name="tiny", storage=config.storage).get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert not [t for t in queued if t.user_attrs.get("role") == "confirm"]
+
+
 def test_an_interrupt_after_the_study_is_open_says_resume_without_reading_the_database(tiny_config, monkeypatch):
     """`ray job stop` SIGKILLs the driver 3 s after its SIGTERM by default: once the study is open, the resume
     command is known in process. Before that, the database says whether the study was created."""
