@@ -40,8 +40,10 @@ from search.study.policy import StopWhenExhausted, first_stop, search_policies
 from search.study.pruning import make_stopping
 from search.study.rounds import rounds_left, run_rounds
 from search.study.samplers import narrowed, reachable_target
+from search.text import corpus_text
 
 if TYPE_CHECKING:
+    from prism.data import CorpusFacts
     from search.priors import Prior, Profile  # loads torch: only the commands that train read a prior
     from search.tracking import Tracker
 
@@ -105,9 +107,10 @@ def open_to_run(
         return ctx
 
 
-def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, prior: PriorChoice) -> float | None:
+def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, prior: PriorChoice, corpus: CorpusFacts) -> float | None:
     """`run` and `resume` once the study is open (under the driver lock): recover what a lost driver left, seed,
-    drive trials to the study's target. Returns the wall time of the trials driven (None: nothing to run)."""
+    drive trials to the study's target, saying first what the `corpus` holds. Returns the wall time of the trials
+    driven (None: nothing to run)."""
     from search.runner.driver import Driver, requeue_stale_trials
     from search.runner.undelivered import deliver_undelivered
 
@@ -137,6 +140,7 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
         why = f" ({full.text()})" if full and done.searched < config.n_trials else ""
         progress.note(f"study {config.name} already has {done.searched}/{config.n_trials} trained trials{why}; nothing to run")
         return None
+    progress.note(corpus_text(corpus))
     _join_ray(address, config, progress)
     progress.begin(config.name, config.n_trials + done.confirmation, done.trained)  # confirmation runs held count on both sides
     started = time.monotonic()
@@ -156,10 +160,13 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
     return time.monotonic() - started
 
 
-def confirm(ctx: StudyContext, top: int, seeds: int, address: str | None, progress: StudyProgress) -> list[ConfirmationRow]:
+def confirm(
+    ctx: StudyContext, top: int, seeds: int, address: str | None, progress: StudyProgress, corpus: CorpusFacts
+) -> list[ConfirmationRow]:
     """`confirm` once the study is open (under the driver lock): re-train the `top` schedules and uniform on fresh
-    seeds (search.study.confirmation); returns the confirmation rows."""
+    seeds (search.study.confirmation), saying first what the `corpus` holds; returns the confirmation rows."""
     planned = (len(top_schedules(ctx.study, ctx.config, top)) + 1) * seeds  # fails fast when there is nothing to confirm
+    progress.note(corpus_text(corpus))
     _join_ray(address, ctx.config, progress)
     done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed).trained
     progress.begin(ctx.study.study_name, done + planned, done)

@@ -234,7 +234,6 @@ class Study:
         from search.storage import driver_lock
         from search.study._lifecycle import confirm
         from search.study.rounds import check_confirmable
-        from search.text import corpus_text
 
         def work() -> list[ConfirmationRow]:
             config = self._resolve(Flags(workers=workers, track=tuple(track)))
@@ -242,10 +241,8 @@ class Study:
             corpus, trackers = self._edge(config, address)
             ctx = reopen_study(self.optuna_study, config, corpus.fingerprint, trackers, fix="confirm where the study's corpus is")
             started = time.monotonic()
-            shown = progress or _default_progress()
-            shown.note(corpus_text(corpus))
             with driver_lock(config.storage):
-                rows = confirm(ctx, top, seeds, address, shown)
+                rows = confirm(ctx, top, seeds, address, progress or _default_progress(), corpus)
             self.wall_s = time.monotonic() - started
             return rows
 
@@ -309,7 +306,6 @@ class Study:
         """`run` and `resume` (`resuming`): the study's context, resolved once here, then its trials driven."""
         from search.storage import driver_lock
         from search.study._lifecycle import AutoPrior, drive, open_to_run, parse_prior
-        from search.text import corpus_text
 
         config = self._resolve(flags)
         choice = parse_prior(prior, config)  # a prior file is checked before anything is stored
@@ -317,12 +313,11 @@ class Study:
             raise ConfigError("--prior: an experiment trains only its pre-registered pairs (fix: drop --prior)")
         corpus, trackers = self._edge(config, address, keep_checkpoints=isinstance(choice, AutoPrior))
         progress = progress or _default_progress()
-        progress.note(corpus_text(corpus))
         with driver_lock(config.storage):
             resumed = self.optuna_study if resuming else None
             ctx = open_to_run(config, corpus.fingerprint, trackers, progress, resumed=resumed)
             self._optuna, self._open = ctx.study, True
-            self.wall_s = drive(ctx, address, progress=progress, prior=choice)
+            self.wall_s = drive(ctx, address, progress=progress, prior=choice, corpus=corpus)
         return self.summary()
 
     def _interruptible(self, work: Callable[[], T], address: str | None, *, stored: bool | None) -> T:

@@ -503,7 +503,7 @@ def test_audit_and_analyze_find_the_baseline_after_an_interrupted_first_try(stud
 def test_ctrl_c_while_the_config_is_read_says_nothing_was_stored(study_toml, tmp_path):
     """Before the lifecycle starts (reading the config) typer turns Ctrl-C into a silent exit 130: one line too."""
     study_toml(name="T.toml")
-    done = _cli_signalled(tmp_path, "search.config.loading.read_toml", signal.SIGINT, "run", "T.toml")
+    done = _cli_signalled(tmp_path, "search.config.read_toml", signal.SIGINT, "run", "T.toml")
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == "interrupted before anything was stored", done.stderr
     assert not (tmp_path / "prism_search.db").exists()
