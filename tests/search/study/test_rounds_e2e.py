@@ -1,11 +1,10 @@
-"""A study confirmed in rounds, end to end through the CLI on local Ray: the example's own trainer (a command) with a
-real effect planted (uniform trains at lr 1e-9, so it learns nothing), stopped by SIGTERM in confirmation round 2,
-resumed, and ending "better" on the frozen pick's post-freeze seeds alone."""
+"""A study confirmed in rounds, end to end through the CLI on local Ray: the example's own trainer (its python
+function) with a real effect planted (uniform trains at lr 1e-9, so it learns nothing), stopped by SIGTERM in
+confirmation round 2, resumed, and ending "better" on the frozen pick's post-freeze seeds alone."""
 
 import signal
 import subprocess
 import sys
-import textwrap
 
 import optuna
 import pytest
@@ -20,27 +19,31 @@ from tests.search.trainers.conftest import EXAMPLE, ROOT
 pytestmark = pytest.mark.e2e
 
 UNIFORM = "1x3"  # the example's baseline: one head of 32 in each of 3 layers
-WRAPPER = f"""
-import os, sys
-schedule, argv = sys.argv[1], sys.argv[2:]
-if schedule == {UNIFORM!r}:
-    argv += ["--lr", "1e-9"]
-os.execv(sys.executable, [sys.executable, {str(EXAMPLE / "train_gpt.py")!r}, *argv])
+PLANTED = """
+import dataclasses
+
+import train_gpt
+
+
+def run(request, reporter):
+    if request.schedule == "1x3":  # uniform learns nothing: every other schedule is truly better
+        request = dataclasses.replace(request, options={**request.options, "lr": 1e-9})
+    train_gpt.run(request, reporter)
 """
 
 
 def _study_toml(tmp_path) -> str:
     """The example with the product's defaults for the search (no sampler, baseline_seeds or confirmation named) but
-    smaller rounds (2 contenders, 2 post-freeze seeds), 3 search runs, no pruning, its trainer behind the wrapper:
-    10 runs in all."""
-    (tmp_path / "wrapper.py").write_text(textwrap.dedent(WRAPPER))
-    text = (EXAMPLE / "study.toml").read_text()
+    smaller rounds (2 contenders, 2 post-freeze seeds), 3 search runs, no pruning, its trainer as a python function
+    behind the planted effect: 10 runs in all."""
+    (tmp_path / "planted.py").write_text(PLANTED)
+    text = (EXAMPLE / "study.toml").read_text().partition("[trainer]")[0]
     for line in ('sampler = "tpe"\n', "baseline_seeds = 2\n"):
         assert line in text
         text = text.replace(line, "")
     text = text.replace("n_trials = 8", "n_trials = 3").replace('pruner = "median"', 'pruner = "none"\nconfirm_top = 2\nconfirm_seeds = 2')
-    text = text.replace('"{python}", "examples/own_trainer/train_gpt.py",', f'"{{python}}", "{tmp_path / "wrapper.py"}", "{{schedule}}",')
     text = text.replace('keep_checkpoints = "none"', f'keep_checkpoints = "none"\ncheckpoint_dir = "{tmp_path / "runs"}"')
+    text += f'[trainer]\nkind = "python"\nfunction = "planted:run"\npath = ["{tmp_path}", "{EXAMPLE}"]\n'
     path = tmp_path / "study.toml"
     path.write_text(text)
     return str(path)
