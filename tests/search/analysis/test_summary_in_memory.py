@@ -89,6 +89,7 @@ def test_the_best_is_the_paired_mean_leader_picked_from_every_schedule_on_the_st
     (ref,) = s.references
     assert (ref.name, ref.schedule, ref.val_loss) == ("ramp", "1x1,2x1,4x1", 2.10)
     assert ref.gap.all_seeds.mean == pytest.approx(0.05) and ref.gap.selected_from is None
+    assert ref.gap.unselected is None  # never selected: its every seed is unselected, shown once
     assert s.counts == {"COMPLETE": 5} and s.n_trials == TINY.n_trials and s.trained == 5 and s.objectives == ["val_loss"]
     assert s.deciding is not None and s.deciding.runs > 0  # undecided: what its command still trains
     assert (s.duplicates, s.confirmation_runs, s.infeasible, s.pareto, s.failed_runs, s.not_finite) == (0, 0, 0, [], [], [])
@@ -127,10 +128,16 @@ def test_the_baseline_is_the_baseline_run_never_a_search_trial_that_trained_unif
     assert s.baseline_value == 2.05 and s.best_gap.all_seeds.mean == pytest.approx(-0.05)
     assert s.references[0].gap.all_seeds.mean == pytest.approx(0.05)
 
-    failed = study_of(run(UNIFORM, 0, None, "baseline", state=TrialState.FAIL), run(UNIFORM, 0, 2.20), run("4x3", 0, 2.00))
+    failed = study_of(
+        run(UNIFORM, 0, None, "baseline", state=TrialState.FAIL),
+        run(UNIFORM, 0, 2.20),
+        run("4x3", 0, 2.00),
+        run("1x1,2x1,4x1", 0, 2.10, "reference", reference="ramp"),
+    )
     s = summarize(failed, TINY)  # no baseline run completed: none stands in for it, and the best run is named
     assert s.baseline_value is None and s.best_gap is None and s.gaps == []
     assert s.verdict.kind == "undecided" and s.best_schedule == "4x3" and s.best_number == 2 and s.best_value == 2.00
+    assert s.references[0].gap.all_seeds is None and s.references[0].gap.unselected is None  # nothing to pair with
     assert summarize(study_of(), TINY).best_schedule is None and summarize(study_of(), TINY).best_number is None
 
 
@@ -277,6 +284,15 @@ def test_a_two_objective_study_reports_its_front_one_point_per_schedule():
     assert s.infeasible == 1 and summarize(study_of(*trials, objectives=2), TINY).pareto == []  # one objective: no front
 
 
+def test_a_schedule_twice_on_the_front_is_shown_by_its_first_trial():
+    """A search run of uniform at the study seed, slower but lower in loss than the baseline run: both are on the
+    front, and uniform's point is the baseline's."""
+    config = with_search(TINY, objectives=["val_loss", "tokens_per_s"])
+    trials = [run(UNIFORM, 0, [2.05, 1000.0], "baseline"), run("4x3", 0, [2.00, 900.0]), run(UNIFORM, 0, [2.04, 950.0])]
+    s = summarize(study_of(*trials, objectives=2), config)
+    assert [(p.number, p.schedule) for p in s.pareto] == [(1, "4x3"), (0, UNIFORM)]
+
+
 def test_pairs_across_hardware_are_named_and_the_verdict_is_read_without_them_too():
     trials = []
     for seed, (u, a, b) in enumerate([(2.05, 2.04, 2.06), (2.08, 2.06, 2.09), (2.02, 2.01, 2.03)]):
@@ -368,6 +384,23 @@ def test_rung_fidelity_and_the_auto_pruning_start_come_from_the_study_s_own_curv
     assert s.pruning_from.rung.tokens == 100 and s.pruning_from.n_curves == 6 and s.pruning_from.budget_tokens == full
     assert s.pruning_from.reduction_factor == 3 and auto_pruning_start(agreeing, config) == 100
     assert summarize(study_of(*agreeing), with_search(config, pruner="none")).pruning_from is None
+
+
+def test_a_rung_that_would_cut_the_best_schedule_is_no_pruning_start():
+    """At 100 tokens the ranks agree well overall, but the best by mean ranks 4th of 10 there, below the kept third:
+    pruning from 100 would drop it, so the start is 200, where every run is ranked as at the end."""
+    config = with_search(TINY, min_resource_evals="auto")
+    finals = [2.00, 2.05, 2.10, 2.15, 2.20, 2.25, 2.30, 2.35, 2.40]
+    at_100 = [3.3, 3.0, 3.1, 3.2, 3.4, 3.5, 3.6, 3.7, 3.8]  # s0 4th
+    trials = [run(UNIFORM, 0, 2.45, "baseline", reported={100: 3.9, 200: 2.95, 300: 2.45})]
+    trials += [curved(f"s{k}", 0, f, {100: e, 200: f + 0.5, 300: f}) for k, (f, e) in enumerate(zip(finals, at_100, strict=True))]
+    assert auto_pruning_start(trials, config) == 200 and summarize(study_of(*trials), config).pruning_from.rung.tokens == 200
+    # uniform best (every other schedule worse), 5th of 13 at 100 tokens where 4 are kept: the same cut, of uniform
+    finals = [*finals, 2.45, 2.50, 2.55]
+    at_100 = [2.95, *at_100[1:], 3.9, 4.0, 4.1]
+    uniform_best = [run(UNIFORM, 0, 1.95, "baseline", reported={100: 3.25, 200: 2.45, 300: 1.95})]
+    uniform_best += [curved(f"s{k}", 0, f, {100: e, 200: f + 0.5, 300: f}) for k, (f, e) in enumerate(zip(finals, at_100, strict=True))]
+    assert summarize(study_of(*uniform_best), config).uniform_is_best and auto_pruning_start(uniform_best, config) == 200
 
 
 def test_full_curves_are_the_trained_runs_that_reach_the_longest_budget():
