@@ -138,6 +138,9 @@ def test_the_baseline_is_the_baseline_run_never_a_search_trial_that_trained_unif
     assert s.baseline_value is None and s.best_gap is None and s.gaps == []
     assert s.verdict.kind == "undecided" and s.best_schedule == "4x3" and s.best_number == 2 and s.best_value == 2.00
     assert s.references[0].gap.all_seeds is None and s.references[0].gap.unselected is None  # nothing to pair with
+    lowest = study_of(run(UNIFORM, 0, None, "baseline", state=TrialState.FAIL), run(UNIFORM, 0, 1.90), run("4x3", 0, 2.00))
+    s = summarize(lowest, TINY)  # the best run trained the uniform schedule: shown with its own value, paired with nothing
+    assert (s.best_schedule, s.best_number, s.best_value, s.best_seeds, s.baseline_value) == (UNIFORM, 1, 1.90, (), None)
     assert summarize(study_of(), TINY).best_schedule is None and summarize(study_of(), TINY).best_number is None
 
 
@@ -242,6 +245,7 @@ def test_failed_runs_are_listed_once_by_role_and_a_served_copy_is_no_failure():
         run("4x3", 0, None, state=TrialState.FAIL, error="worker died"),
         run("2x3", 0, None, state=TrialState.FAIL, error="a copy", **{DUPLICATE_ATTR: 5}),  # answered without training
         run(None, None, None, state=TrialState.FAIL, error="failed before its attrs"),  # no run to name
+        run("2x6", None, None, state=TrialState.FAIL),  # a schedule without a seed names no run either
     ]
     s = summarize(study_of(*trials), TINY)
     assert s.failed_runs == [
@@ -249,7 +253,7 @@ def test_failed_runs_are_listed_once_by_role_and_a_served_copy_is_no_failure():
         FailedRun(4, "reference", "1x1,2x1,4x1", 0, None),
     ]
     assert s.failed_trials == [FailedRun(5, "search", "4x3", 0, "worker died")]
-    assert s.counts == {"COMPLETE": 1, "FAIL": 7}
+    assert s.counts == {"COMPLETE": 1, "FAIL": 8}
 
 
 def test_a_run_whose_value_is_not_finite_is_named_and_left_out_of_every_number():
@@ -339,13 +343,14 @@ def test_an_experiment_reads_its_pre_registered_schedule_at_its_looks_only():
     trials = []
     for seed, (u, a) in enumerate([(2.05, 2.04), (2.08, 2.06), (2.02, 2.01)]):
         trials += [run(UNIFORM, seed, u, "baseline"), run("4x3", seed, a)]
-    trials += confirmed("2x3", [1.0, 1.0, 1.0], first_seed=0)  # `confirm` on an experiment: its own table only
+    trials += [*confirmed("2x3", [1.0, 1.0, 1.0]), *confirmed("4x3", [1.1, 1.1, 1.1])]  # `confirm` on it: its own table
     s = summarize(study_of(*trials), config)
     assert s.is_experiment and s.plan.schedule == "4x3" and [look.pairs for look in s.looks] == [3]
     assert s.best_schedule == "4x3" and s.gaps == [] and s.deciding is None and s.runner_up is None
     assert s.verdict.method.startswith("pre-registered") and s.verdict.kind == s.looks[-1].outcome
     assert s.best_gap.selected_from is None and s.best_gap.all_seeds.n == 3 and s.best_gap.all_seeds.mean == pytest.approx(-0.04 / 3)
-    assert [r.schedule for r in s.confirmation] == ["2x3"]
+    assert s.best_seeds == (0, 1, 2) and s.best_value == pytest.approx((2.04 + 2.06 + 2.01) / 3)  # no confirm run
+    assert [r.schedule for r in s.confirmation] == ["2x3", "4x3"]
     worse = study_of(run(UNIFORM, 0, 2.00, "baseline"), run("4x3", 0, 2.10))
     assert summarize(worse, config).best_schedule == "4x3" and not summarize(worse, config).uniform_is_best  # whichever way it leans
 
