@@ -353,6 +353,8 @@ def test_an_experiment_reads_its_pre_registered_schedule_at_its_looks_only():
     assert [r.schedule for r in s.confirmation] == ["2x3", "4x3"]
     worse = study_of(run(UNIFORM, 0, 2.00, "baseline"), run("4x3", 0, 2.10))
     assert summarize(worse, config).best_schedule == "4x3" and not summarize(worse, config).uniform_is_best  # whichever way it leans
+    s = summarize(study_of(), config)  # nothing trained yet: its schedule is named, with no trial
+    assert (s.best_schedule, s.best_number, s.best_value, s.verdict.kind) == ("4x3", None, None, "undecided")
 
 
 def test_an_experiment_s_pair_across_hardware_is_read_without_it_too():
@@ -462,5 +464,7 @@ def test_a_driver_lock_naming_an_ended_process_says_the_driver_is_gone(tmp_path)
 
 
 def test_running_trials_whose_heartbeat_stopped_are_the_ones_named(tmp_path):
-    study = _sqlite_study(tmp_path, 30, *searched(), _started_long_ago(), run("3x3", 0, None, state=TrialState.RUNNING))
-    assert summarize(study, TINY).driver_gone == DriverGone([5], None)  # the fresh one may still be starting
+    study = _sqlite_study(tmp_path, 30, *searched(), run("3x3", 0, None, state=TrialState.RUNNING))
+    assert summarize(study, TINY).driver_gone is None  # a fresh trial may still be starting
+    study.add_trial(_started_long_ago())
+    assert summarize(study, TINY).driver_gone == DriverGone([6], None)
