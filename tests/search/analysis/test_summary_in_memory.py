@@ -227,13 +227,15 @@ def test_confirmation_rows_put_uniform_first_then_the_lowest_mean():
         run("3x3", 1003, None, "confirm", state=TrialState.RUNNING),
         run(UNIFORM, 5, 1.0, "baseline"),  # not a confirmation seed: in no row
     ]
+    more = [f"{k}x6" for k in range(1, 5)]  # the more rows, the less a wrong order can match by chance (a set's order)
+    trials += [run(schedule, 1000, 1.80 + 0.01 * k, "confirm") for k, schedule in enumerate(more)]
     rows = confirmation_rows(trials, UNIFORM)
-    assert [r.schedule for r in rows] == [UNIFORM, "6x3", "4x3", "2x3", "3x3"]
-    assert [r.seeds for r in rows] == [3, 1, 3, 2, 0] and rows[0].val_loss_mean == pytest.approx(1.60)
+    assert [r.schedule for r in rows] == [UNIFORM, "6x3", "4x3", "2x3", *more, "3x3"]
+    assert [r.seeds for r in rows] == [3, 1, 3, 2, 1, 1, 1, 1, 0] and rows[0].val_loss_mean == pytest.approx(1.60)
     assert rows[1].val_loss_std is None and rows[1].gap.n == 1 and rows[1].gap.mean == pytest.approx(-0.2)
     assert rows[3].val_loss_mean == pytest.approx(1.67) and rows[3].val_loss_std == pytest.approx(statistics.stdev([1.62, 1.72]))
     assert rows[3].gap.n == 2 and rows[3].gap.mean == pytest.approx(0.12)
-    assert rows[4].val_loss_mean is None and rows[4].val_loss_std is None and rows[4].gap is None
+    assert rows[-1].val_loss_mean is None and rows[-1].val_loss_std is None and rows[-1].gap is None
 
 
 def test_failed_runs_are_listed_once_by_role_and_a_served_copy_is_no_failure():
