@@ -3,7 +3,7 @@
 import optuna
 import pytest
 
-from search.analysis.stored import is_stored, stored_studies, stored_study
+from search.analysis.stored import is_stored, stored_studies, stored_study, summaries
 from search.attrs import ATTR_CONFIG
 from search.errors import PrismSearchError
 
@@ -45,3 +45,18 @@ def test_reading_a_storage_that_is_not_there_creates_nothing(tmp_path):
     with pytest.raises(PrismSearchError):
         stored_studies(url)
     assert not is_stored("ours", url) and not missing.exists()
+
+
+def test_summaries_name_each_study_that_cannot_be_summarised_and_keep_the_others(storage_url):
+    """`status` without a name lists every study: one whose stored config fails validation is named with why."""
+    from search import Study
+    from search.config import load_config
+    from tests.search.conftest import ROOT
+
+    good = optuna.create_study(study_name="good", storage=storage_url)
+    good.set_user_attr(ATTR_CONFIG, load_config(ROOT / "studies" / "tiny.toml").model_copy(update={"name": "good"}).model_dump_json())
+    good.add_trial(optuna.trial.create_trial(value=2.0, user_attrs={"schedule": "1x3", "seed": 0, "role": "baseline"}))
+    studies = [Study.load("ours", storage=storage_url), Study.load("good", storage=storage_url)]
+    summarised, bad = summaries(studies)
+    assert [(study.name, s.best_schedule, s.baseline_value) for study, s in summarised] == [("good", "1x3", 2.0)]
+    assert list(bad) == ["ours"] and bad["ours"].startswith("stored config of study 'ours': name: required field is missing")
