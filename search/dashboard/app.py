@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import optuna
@@ -70,7 +71,7 @@ class Dashboard:
         self._rows: dict = {}  # finished trials' rows, see study_view
         self._study_locks: dict[str, threading.Lock] = {}
         self._views: dict[str, StudyView] = {}  # each study's latest view, valid while its stamp stands
-        self._pages: dict[str, dict[tuple, str]] = {}  # each study's rendered pages for that view
+        self._pages: dict[str, dict[tuple, Html]] = {}  # each study's rendered pages for that view
 
     # -- data --------------------------------------------------------------------------------------------
     def storage(self) -> optuna.storages.BaseStorage:
@@ -117,15 +118,15 @@ class Dashboard:
                 self._pages[name] = {}
             return view
 
-    def page(self, name: str, key: tuple, render: Callable[[StudyView], str]) -> str:
-        """Page `key` of study `name`, rendered once per change of the study."""
+    def page(self, name: str, key: tuple, render: Callable[[StudyView], str]) -> Html:
+        """Page `key` of study `name`, rendered, encoded and hashed for its policy once per change of the study."""
         view = self.view(name)
         with self._study_lock(name):
             pages = self._pages.setdefault(name, {})
             if self._views.get(name) is not view:  # the study moved while this request waited: render what it got
-                return render(view)
+                return Html.of(render(view))
             if key not in pages:
-                pages[key] = render(view)
+                pages[key] = Html.of(render(view))
             return pages[key]
 
     def warm_up(self) -> None:
@@ -172,7 +173,7 @@ class Dashboard:
             body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
         return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")
 
-    def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes, str]:
+    def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes | Html, str]:
         ok = "200 OK"
         if not parts:
             names = self.study_names()
@@ -202,15 +203,31 @@ class Dashboard:
         raise _NotFound(f"no page at {'/' + '/'.join(parts)!r}")
 
     @staticmethod
-    def _send(start_response, status: str, body: str | bytes, kind: str, head: bool = False) -> list[bytes]:
-        data = body.encode() if isinstance(body, str) else body
+    def _send(start_response, status: str, body: str | bytes | Html, kind: str, head: bool = False) -> list[bytes]:
+        if kind == "text/html" and isinstance(body, str):
+            body = Html.of(body)
+        data = body.data if isinstance(body, Html) else body.encode() if isinstance(body, str) else body
         headers = [("Content-Type", f"{kind}; charset=utf-8"), ("Content-Length", str(len(data))), ("X-Content-Type-Options", "nosniff")]
         headers.append(("Cache-Control", "max-age=86400" if kind == "application/javascript" else "no-store"))
         headers += [("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer")]
-        if kind == "text/html":
-            headers.append(("Content-Security-Policy", content_security_policy(data)))
+        if isinstance(body, Html):
+            headers.append(("Content-Security-Policy", body.policy))
         start_response(status, headers)
         return [] if head else [data]
+
+
+@dataclass(frozen=True)
+class Html:
+    """A page as sent: its bytes and its Content-Security-Policy, made once and sent as they are to every request
+    for it until its study changes (a policy hashes the page's scripts: a pass over a page of up to 1 MB)."""
+
+    data: bytes
+    policy: str
+
+    @classmethod
+    def of(cls, text: str) -> Html:
+        data = text.encode()
+        return cls(data, content_security_policy(data))
 
 
 _INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.S)  # executable inline scripts: no src, no JSON type
