@@ -211,11 +211,19 @@ def ranked(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
     Baseline repeats at other seeds and confirmation runs measure noise; they never compete. A COMPLETE trial without
     finite values (a damaged row, a diverged run) or a malformed attr competes for nothing."""
-    complete = readable(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
+    return competitors(readable(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0], config)
+
+
+def competitors(trials: list[FrozenTrial], config: StudyConfig) -> list[FrozenTrial]:
+    """`ranked` of trials already read and left readable (`summarize` checks each trial's attrs once)."""
     paired = [
         t
-        for t in complete
-        if scored(t) and t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and scored(t)
+        and t.user_attrs.get(SEED, config.seed) == config.seed
+        and t.user_attrs.get(ROLE) != ROLE_CONFIRM
+        and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
 
@@ -422,7 +430,7 @@ def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary
     for t in trials:
         counts[t.state.name] += 1
     complete = [t for t in trials if scored(t)]
-    competing = ranked(study, config)
+    competing = competitors(trials, config)
     baseline = str(config.baseline)
     plan = plan_of(config)
     # a pre-registered experiment reads only its own pairs: `confirm` runs on it get their own table, never its gap
