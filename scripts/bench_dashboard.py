@@ -9,7 +9,7 @@ on its own line, and kept in DB-DIR/prism_bench_dashboard_N.db for later runs (O
 Everything runs in fresh processes of the real CLI (`python -m search.cli`, imports included), over HTTP:
 - `dashboard --port 0`: start to listening (the line it prints once bound), and the CPU it had spent by then;
 - first study page: requested the moment it listens (its start-up read of the study may still be running), its
-  wall time, size, and the server's CPU from start to that answer;
+  wall time, size, and the server's CPU from start to that answer; every request takes gzip, as a browser's does;
 - later study page: the median of REPEAT requests; `/api/stamp`, what an open page polls every 5 s;
 - 20 at once: 20 simultaneous requests for the study page on that warm server, against one alone (the later
   page's median), and on a fresh server the moment it listens, against the first page alone;
@@ -21,6 +21,7 @@ Each run adds that one trial to each study.
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import re
 import resource
@@ -83,7 +84,7 @@ class Measured:
 
     def text(self, label: str) -> str:
         if label.endswith("bytes"):
-            return f"{self.value / 1e6:.2f} MB"
+            return f"{self.value / 1e6:.2f} MB" + (f", {self.note}" if self.note else "")
         return f"{self.value:.3f}" + (f" ({self.cpu:.2f})" if self.cpu is not None else "") + (f", {self.note}" if self.note else "")
 
 
@@ -154,12 +155,13 @@ class Server:
                 return
         raise RuntimeError(f"the dashboard exited with {self.proc.wait()} before listening")
 
-    def get(self, path: str) -> tuple[float, int]:
-        """Wall time of one request, and its body's bytes."""
+    def get(self, path: str) -> tuple[float, int, int]:
+        """Wall time of one request as a browser makes it (taking gzip), the bytes on the wire and the page's."""
         started = time.perf_counter()
-        with urllib.request.urlopen(self.base + path, timeout=600) as answer:
-            size = len(answer.read())
-        return time.perf_counter() - started, size
+        with urllib.request.urlopen(urllib.request.Request(self.base + path, headers={"Accept-Encoding": "gzip"}), timeout=600) as answer:
+            wire = answer.read()
+            body = gzip.decompress(wire) if answer.headers["Content-Encoding"] == "gzip" else wire
+        return time.perf_counter() - started, len(wire), len(body)
 
     def at_once(self, path: str, n: int = AT_ONCE) -> list[float]:
         with ThreadPoolExecutor(n) as pool:
@@ -200,9 +202,9 @@ def measure(url: str, repeat: int) -> dict[str, Measured]:
     server = Server(url)
     try:
         out["dashboard start to listening"] = Measured(server.listening, server.cpu_listening)
-        wall, size = server.get(page)
+        wall, wire, size = server.get(page)
         out["first study page"] = Measured(wall, _cpu_of(server.proc.pid), "CPU: the server's since start")
-        out["first study page, bytes"] = Measured(size)
+        out["first study page, bytes"] = Measured(size, note=f"{wire / 1e6:.2f} MB gzipped on the wire")
         out["later study page, median"] = Measured(statistics.median(server.get(page)[0] for _ in range(repeat)))
         out["/api/stamp, median"] = Measured(statistics.median(server.get(f"/api/stamp?study={NAME}")[0] for _ in range(repeat)))
         out["20 at once, warm: slowest"] = _spread(server.at_once(page))

@@ -421,10 +421,13 @@ def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str
     return [g.schedule for g in many_to_one(study_runs(trials, config), str(config.baseline)).gaps]
 
 
-def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary:
-    """`config`: the study's config as the command already resolved it (`run`, `resume`); else read as stored."""
+def summarize(
+    study: optuna.Study, config: StudyConfig | None = None, read: tuple[list[FrozenTrial], dict[int, str]] | None = None
+) -> Summary:
+    """`config`: the study's config as the command already resolved it (`run`, `resume`); else read as stored.
+    `read`: `readable(study.get_trials(deepcopy=False))` where the caller has it already (each attr checked once)."""
     config = config or stored_config(study)
-    trials, left_out = readable(study.get_trials(deepcopy=False))
+    trials, left_out = read or readable(study.get_trials(deepcopy=False))
     done = budget(trials, config.seed)
     counts = {s.name: 0 for s in TrialState}
     for t in trials:

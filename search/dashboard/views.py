@@ -142,8 +142,9 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
     if isinstance(study_audit, str):
         study_audit = json.loads(study_audit)
     audited = study_audit.get("source") if isinstance(study_audit, dict) else None
+    read = readable(trials)
     rows = []
-    for t in readable(trials)[0]:  # a malformed trial is left out; the summary's warnings name it
+    for t in read[0]:  # a malformed trial is left out; the summary's warnings name it
         hit = row_cache.get((study.study_name, trial_id(t))) if row_cache is not None else None
         if hit is not None and hit[0] is t:
             rows.append(hit[1])
@@ -160,7 +161,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         raise  # a damaged config: the study's page says what is damaged
     except PrismSearchError:
         pass  # a plain Optuna study
-    summary = summarize(study, config) if config is not None else None  # the config parsed once, above
+    summary = summarize(study, config, read) if config is not None else None  # the config parsed once, above
     return StudyView(
         name=study.study_name,
         rows=rows,
