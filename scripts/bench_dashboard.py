@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -164,8 +165,15 @@ class Server:
         return time.perf_counter() - started, len(wire), len(body)
 
     def at_once(self, path: str, n: int = AT_ONCE) -> list[float]:
+        """Each one's wall time when `n` clients, each on its own thread, all ready, request `path` at once."""
+        ready = threading.Barrier(n)
+
+        def one(_: int) -> float:
+            ready.wait()
+            return self.get(path)[0]
+
         with ThreadPoolExecutor(n) as pool:
-            return list(pool.map(lambda _: self.get(path)[0], range(n)))
+            return list(pool.map(one, range(n)))
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
