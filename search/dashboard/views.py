@@ -24,7 +24,7 @@ from functools import lru_cache
 from types import ModuleType
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from search.analysis.rows import TrialRow
 from search.analysis.summary import Summary, is_paired_baseline, summarize
@@ -142,16 +142,23 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
     if isinstance(study_audit, str):
         study_audit = json.loads(study_audit)
     audited = study_audit.get("source") if isinstance(study_audit, dict) else None
-    read = readable(trials)
+    cache = row_cache if row_cache is not None else {}
+
+    def cached(t: FrozenTrial) -> TrialRow | None:
+        hit = cache.get((study.study_name, trial_id(t)))
+        return hit[1] if hit is not None and hit[0] is t else None
+
+    # a finished trial with a cached row was checked when it was decoded, and cannot change since
+    left_out = readable([t for t in trials if cached(t) is None])[1]
+    read = [t for t in trials if t.number not in left_out], left_out
     rows = []
     for t in read[0]:  # a malformed trial is left out; the summary's warnings name it
-        hit = row_cache.get((study.study_name, trial_id(t))) if row_cache is not None else None
-        if hit is not None and hit[0] is t:
-            rows.append(hit[1])
+        if (row := cached(t)) is not None:
+            rows.append(row)
             continue
         rows.append(TrialRow.of(t, names, study_audit if audited == f"{study.study_name}:{t.number}" else None))
-        if row_cache is not None and t.state.is_finished():
-            row_cache[(study.study_name, trial_id(t))] = (t, rows[-1])
+        if t.state.is_finished():
+            cache[(study.study_name, trial_id(t))] = (t, rows[-1])
     config, config_error = None, None
     try:
         config = stored_config(study)
@@ -207,7 +214,24 @@ def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, 
     dist = optuna.distributions.IntDistribution(low, high)
     names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
     distributions: dict[str, optuna.distributions.BaseDistribution] = dict.fromkeys(names, dist)
-    trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
+    # made directly, not by create_trial: its validation of every param of thousands of trials was most of this
+    # panel's time, and these values lie in the distribution by construction
+    trials = [
+        FrozenTrial(
+            number=i,
+            state=TrialState.COMPLETE,
+            value=loss,
+            datetime_start=None,
+            datetime_complete=None,
+            params=dict(zip(names, x)),
+            distributions=distributions,
+            user_attrs={},
+            system_attrs={},
+            intermediate_values={},
+            trial_id=i,
+        )
+        for i, (x, loss) in enumerate(points)
+    ]
     scratch = scratch_study(trials, direction="minimize")
     importance = _optuna_importance()
     evaluator = importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))

@@ -203,3 +203,18 @@ def test_the_importance_panel_loads_no_scikit_learn_and_leaves_it_importable():
         "assert scores[0] > scores[1] and 'sklearn' not in sys.modules, scores"  # not loaded, nor left marked absent
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_a_refresh_takes_cached_rows_as_read_and_still_leaves_a_malformed_trial_out(memory_study):
+    """Finished trials whose rows are cached are not checked again (they passed and cannot change); a malformed
+    one is never cached, so every refresh leaves it out and the summary names it."""
+    memory_study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={"curve": "not a curve"}))
+    bad = memory_study.trials[-1].number
+    cache: dict = {}
+    first = study_view(memory_study, cache)
+    memory_study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={"role": "search", "seed": 0}))  # the study moves on
+    again = study_view(memory_study, cache)
+    for view in (first, again):
+        assert view.row(bad) is None and bad in view.summary.left_out
+    assert [r.number for r in again.rows] == [r.number for r in first.rows] + [bad + 1]
+    assert all(a is b for a, b in zip(again.rows, first.rows) if a.state != "RUNNING")  # the cached rows themselves
