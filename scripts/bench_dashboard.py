@@ -1,6 +1,6 @@
 """A 5,000-trial study at first sight: the dashboard and the reading commands, as a user starts them, in one run.
 
-    .venv/bin/python scripts/bench_dashboard.py [--trials 500 5000] [--db-dir /tmp] [--repeat 5]
+    .venv/bin/python scripts/bench_dashboard.py [--trials 500 5000] [--db-dir /tmp] [--repeat 5] [--browser]
 
 Each study (50 uniform baselines on 50 seeds, a random search of 6 layers x 1..8 heads, 6 evaluations per trial,
 pruned, 4 running and 20 failed trials) is built through the Optuna API as the driver stores trials
@@ -15,7 +15,8 @@ Everything runs in fresh processes of the real CLI (`python -m search.cli`, impo
   page's median), and on a fresh server the moment it listens, against the first page alone;
 - the study page right after one more trial completed (its row, summary and figures recomputed);
 - `status`, `best`, `export` (median of REPEAT // 2), `report`: wall and CPU time of the command.
-Each run adds that one trial to each study.
+Each run adds that one trial to each study. `--browser`: then the largest study's page in headless Chromium (what
+each figure drew, console errors, load time).
 """
 
 from __future__ import annotations
@@ -235,6 +236,40 @@ def measure(url: str, repeat: int) -> dict[str, Measured]:
     return out
 
 
+def in_browser(url: str) -> None:
+    """The largest study's page in headless Chromium (the browser tests' settings), opened twice (the second time
+    with plotly.js cached, as on any later visit): the time from navigation to the network going idle, console
+    errors, what each figure drew, and the page's notes on what it left out."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.search.dashboard.test_browser import CHROMIUM, DRAWN, FLAGS
+
+    server = Server(url)
+    try:
+        server.get(f"/study/{NAME}")  # the server's first read: the browser meets the page as any later visitor does
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+            tab = browser.new_page(viewport={"width": 1400, "height": 900})
+            errors: list[str] = []
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            tab.on("pageerror", lambda e: errors.append(str(e)))
+            took = []
+            for _ in range(2):
+                started = time.perf_counter()
+                tab.goto(f"{server.base}/study/{NAME}")
+                tab.wait_for_load_state("networkidle")
+                took.append(time.perf_counter() - started)
+            print(f"\nChromium: loaded and drawn in {took[0]:.2f} s, {took[1]:.2f} s with plotly.js cached", end="; ")
+            print(f"console errors: {errors or 'none'}")
+            for figure in tab.evaluate(DRAWN):
+                print(f"  {figure['id']}: {figure['traces']} traces, {figure['values']} values, {figure['marks']} marks drawn")
+            for note in tab.locator(".sampled").all_inner_texts():
+                print(f"  note: {note}")
+            browser.close()
+    finally:
+        server.stop()
+
+
 def _verdict(label: str, results: dict[str, Measured]) -> str:
     """The target's cells: the target, the measurement as a share of its bound (a ratio target: the ratio too), met?"""
     target = TARGETS.get(label)
@@ -250,6 +285,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, nargs="+", default=[500, 5000])
     ap.add_argument("--db-dir", default="/tmp")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--browser", action="store_true", help="then open the largest study's page in headless Chromium")
     args = ap.parse_args()
     urls = {n: f"sqlite:///{Path(args.db_dir) / f'prism_bench_dashboard_{n}.db'}" for n in args.trials}
     for n, url in urls.items():
@@ -264,6 +300,8 @@ def main() -> None:
     print(f"|---|{'---:|' * len(results)}---|---|")
     for label in results[large]:
         print(f"| {label} | {' | '.join(results[n][label].text(label) for n in results)} | {_verdict(label, results[large])} |")
+    if args.browser:
+        in_browser(urls[large])
 
 
 if __name__ == "__main__":
