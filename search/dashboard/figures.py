@@ -141,10 +141,9 @@ def _anchors(rows: list[TrialRow]) -> list[TrialRow]:
     return _best(rows) + [r for r in rows if r.role in (ROLE_BASELINE, ROLE_REFERENCE)]
 
 
-def _sampled(fig: Figure, drawn: int, of: int, what: str) -> Figure:
+def _sampled(fig: Figure, drawn: int, of: int, what: str) -> None:
     if drawn < of:
         fig.sampled = f"{drawn:,} of {of:,} trials drawn ({what}): prism-search export lists them all"
-    return fig
 
 
 # -- study figures --------------------------------------------------------------------------------------
