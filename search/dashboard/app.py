@@ -38,7 +38,7 @@ from search.dashboard.views import StudyView, study_view
 from search.errors import PrismSearchError, StorageError, StorageUnreachable, StudyUnreadable
 from search.outputs.urls import mask_in, mask_url
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
-from search.storage import cached, change_stamp, dispose, open_storage, unreadable_studies
+from search.storage import cached, change_stamp, dispose, no_cycle_collection, open_storage, unreadable_studies
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -144,7 +144,8 @@ class Dashboard:
                     study = optuna.load_study(study_name=name, storage=self.storage())
                 except KeyError:
                     raise _NotFound(f"no study named {name!r} in {self.masked}") from None
-                view = self._views[name] = study_view(study, self._rows, stamp)
+                with no_cycle_collection():
+                    view = self._views[name] = study_view(study, self._rows, stamp)
                 self._pages[name] = {}
             return view
 
@@ -156,7 +157,8 @@ class Dashboard:
             if self._views.get(name) is not view:  # the study moved while this request waited: render what it got
                 return Html.of(render(view))
             if key not in pages:
-                pages[key] = Html.of(render(view))
+                with no_cycle_collection():
+                    pages[key] = Html.of(render(view))
             return pages[key]
 
     def warm_up(self) -> None:
