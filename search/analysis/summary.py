@@ -214,11 +214,19 @@ def ranked(study: optuna.Study, config: StudyConfig) -> list[FrozenTrial]:
     """Feasible COMPLETE trials at the study seed, best val loss first: the ones that compete for "best".
     Baseline repeats at other seeds and confirmation runs measure noise; they never compete. A COMPLETE trial without
     finite values (a damaged row, a diverged run) or a malformed attr competes for nothing."""
-    complete = readable(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
+    return competitors(readable(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0], config)
+
+
+def competitors(trials: list[FrozenTrial], config: StudyConfig) -> list[FrozenTrial]:
+    """`ranked` of trials already read and left readable (`summarize` checks each trial's attrs once)."""
     paired = [
         t
-        for t in complete
-        if scored(t) and t.user_attrs.get(SEED, config.seed) == config.seed and t.user_attrs.get(ROLE) != ROLE_CONFIRM and is_feasible(t)
+        for t in trials
+        if t.state == TrialState.COMPLETE
+        and scored(t)
+        and t.user_attrs.get(SEED, config.seed) == config.seed
+        and t.user_attrs.get(ROLE) != ROLE_CONFIRM
+        and is_feasible(t)
     ]
     return sorted(paired, key=val_loss)
 
@@ -416,16 +424,19 @@ def schedule_ranking(trials: list[FrozenTrial], config: StudyConfig) -> list[str
     return [g.schedule for g in many_to_one(study_runs(trials, config), str(config.baseline)).gaps]
 
 
-def summarize(study: optuna.Study, config: StudyConfig | None = None) -> Summary:
-    """`config`: the study's config as the command already resolved it (`run`, `resume`); else read as stored."""
+def summarize(
+    study: optuna.Study, config: StudyConfig | None = None, read: tuple[list[FrozenTrial], dict[int, str]] | None = None
+) -> Summary:
+    """`config`: the study's config as the command already resolved it (`run`, `resume`); else read as stored.
+    `read`: `readable(study.get_trials(deepcopy=False))` where the caller has it already (each attr checked once)."""
     config = config or stored_config(study)
-    trials, left_out = readable(study.get_trials(deepcopy=False))
+    trials, left_out = read or readable(study.get_trials(deepcopy=False))
     done = budget(trials, config.seed)
     counts = {s.name: 0 for s in TrialState}
     for t in trials:
         counts[t.state.name] += 1
     complete = [t for t in trials if scored(t)]
-    competing = ranked(study, config)
+    competing = competitors(trials, config)
     baseline = str(config.baseline)
     plan = plan_of(config)
     # a pre-registered experiment reads only its own pairs: `confirm` runs on it get their own table, never its gap

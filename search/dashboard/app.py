@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gzip
 import hashlib
 import json
 import logging
@@ -21,6 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import optuna
@@ -36,7 +38,7 @@ from search.dashboard.views import StudyView, study_view
 from search.errors import PrismSearchError, StorageError, StorageUnreachable, StudyUnreadable
 from search.outputs.urls import mask_in, mask_url
 from search.signals import raise_if_interrupted, sigterm_as_ctrl_c
-from search.storage import cached, change_stamp, dispose, open_storage, unreadable_studies
+from search.storage import cached, change_stamp, dispose, no_cycle_collection, open_storage, unreadable_studies
 
 log = logging.getLogger("prism_search.dashboard")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -48,6 +50,15 @@ class DashboardError(PrismSearchError):
 
 class _NotFound(Exception):
     pass
+
+
+@dataclass
+class _Shared:
+    """One read that requests arriving while it runs wait for and share: its value, or what it raised."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    value: str = ""
+    error: Exception | None = None
 
 
 def open_readonly(url: str) -> optuna.storages.BaseStorage:
@@ -70,7 +81,8 @@ class Dashboard:
         self._rows: dict = {}  # finished trials' rows, see study_view
         self._study_locks: dict[str, threading.Lock] = {}
         self._views: dict[str, StudyView] = {}  # each study's latest view, valid while its stamp stands
-        self._pages: dict[str, dict[tuple, str]] = {}  # each study's rendered pages for that view
+        self._pages: dict[str, dict[tuple, Html]] = {}  # each study's rendered pages for that view
+        self._stamp_reads: dict[str, _Shared] = {}  # each study's stamp read under way, see stamp
 
     # -- data --------------------------------------------------------------------------------------------
     def storage(self) -> optuna.storages.BaseStorage:
@@ -94,11 +106,30 @@ class Dashboard:
         return [s.study_name for s in self.storage().get_all_studies()]
 
     def stamp(self, name: str) -> str:
-        """The study's change stamp, read as counts in the database (milliseconds at 5,000 trials)."""
-        try:
-            return change_stamp(self.storage(), name)
-        except KeyError:
-            raise _NotFound(f"no study named {name!r} in {self.masked}") from None
+        """The study's change stamp, read as counts in the database. Requests that arrive while a read of it is
+        under way take that read's answer: a read counts every attr row (tens of milliseconds at 5,000 trials),
+        and 20 requests at once would otherwise queue 20 reads. Such a request may get the stamp from just before
+        a change, as if it had come a read earlier; its page's poll finds the change."""
+        with self._lock:
+            shared = self._stamp_reads.get(name)
+            reading = shared is None
+            if shared is None:
+                shared = self._stamp_reads[name] = _Shared()
+        if reading:
+            try:
+                shared.value = change_stamp(self.storage(), name)
+            except KeyError:
+                shared.error = _NotFound(f"no study named {name!r} in {self.masked}")
+            except Exception as e:
+                shared.error = e
+            finally:
+                with self._lock:
+                    del self._stamp_reads[name]
+                shared.done.set()
+        shared.done.wait()
+        if shared.error is not None:
+            raise shared.error
+        return shared.value
 
     def _study_lock(self, name: str) -> threading.Lock:
         with self._lock:
@@ -113,19 +144,21 @@ class Dashboard:
                     study = optuna.load_study(study_name=name, storage=self.storage())
                 except KeyError:
                     raise _NotFound(f"no study named {name!r} in {self.masked}") from None
-                view = self._views[name] = study_view(study, self._rows, stamp)
+                with no_cycle_collection():
+                    view = self._views[name] = study_view(study, self._rows, stamp)
                 self._pages[name] = {}
             return view
 
-    def page(self, name: str, key: tuple, render: Callable[[StudyView], str]) -> str:
-        """Page `key` of study `name`, rendered once per change of the study."""
+    def page(self, name: str, key: tuple, render: Callable[[StudyView], str]) -> Html:
+        """Page `key` of study `name`, rendered, encoded and hashed for its policy once per change of the study."""
         view = self.view(name)
         with self._study_lock(name):
             pages = self._pages.setdefault(name, {})
             if self._views.get(name) is not view:  # the study moved while this request waited: render what it got
-                return render(view)
+                return Html.of(render(view))
             if key not in pages:
-                pages[key] = render(view)
+                with no_cycle_collection():
+                    pages[key] = Html.of(render(view))
             return pages[key]
 
     def warm_up(self) -> None:
@@ -170,9 +203,10 @@ class Dashboard:
             log.error("dashboard error on %s\n%s", path, mask_in(traceback.format_exc().rstrip(), self.url))
             status, kind = "500 Internal Server Error", "text/html"
             body = pages.error_page("500", "Internal error", "the dashboard failed on this page; see the server log", self.masked, "", root)
-        return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD")
+        gzipped = accepts_gzip(environ.get("HTTP_ACCEPT_ENCODING", ""))
+        return self._send(start_response, status, body, kind, head=environ.get("REQUEST_METHOD") == "HEAD", gzipped=gzipped)
 
-    def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes, str]:
+    def _route(self, parts: list[str], query: dict, root: str) -> tuple[str, str | bytes | Html, str]:
         ok = "200 OK"
         if not parts:
             names = self.study_names()
@@ -202,15 +236,59 @@ class Dashboard:
         raise _NotFound(f"no page at {'/' + '/'.join(parts)!r}")
 
     @staticmethod
-    def _send(start_response, status: str, body: str | bytes, kind: str, head: bool = False) -> list[bytes]:
-        data = body.encode() if isinstance(body, str) else body
+    def _send(start_response, status: str, body: str | bytes | Html, kind: str, head: bool = False, gzipped: bool = False) -> list[bytes]:
+        """`gzipped`: the client takes gzip; a page is then sent gzipped."""
+        if kind == "text/html" and isinstance(body, str):
+            body = Html.of(body)
+        if isinstance(body, Html):
+            data = body.gzipped if gzipped else body.data
+        else:
+            data = body.encode() if isinstance(body, str) else body
         headers = [("Content-Type", f"{kind}; charset=utf-8"), ("Content-Length", str(len(data))), ("X-Content-Type-Options", "nosniff")]
         headers.append(("Cache-Control", "max-age=86400" if kind == "application/javascript" else "no-store"))
         headers += [("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer")]
-        if kind == "text/html":
-            headers.append(("Content-Security-Policy", content_security_policy(data)))
+        if isinstance(body, Html):
+            headers += [("Content-Security-Policy", body.policy), ("Vary", "Accept-Encoding")]
+            if gzipped:
+                headers.append(("Content-Encoding", "gzip"))
         start_response(status, headers)
         return [] if head else [data]
+
+
+@dataclass(frozen=True)
+class Html:
+    """A page as sent: its bytes, gzipped too, and its Content-Security-Policy, made once and sent as they are to
+    every request for it until its study changes (a policy hashes the page's scripts: a pass over a page of up to
+    1 MB; gzip makes the 0.46 MB page of 5,000 trials 0.09 MB on the wire, in 10 ms)."""
+
+    data: bytes
+    gzipped: bytes
+    policy: str
+
+    @classmethod
+    def of(cls, text: str) -> Html:
+        data = text.encode()
+        return cls(data, gzip.compress(data, GZIP_LEVEL, mtime=0), content_security_policy(data))
+
+
+GZIP_LEVEL = 5  # 0.09 MB for the 5,000-trial page in 10 ms; level 9 saves 5% more in 3x the time
+
+
+def accepts_gzip(header: str) -> bool:
+    """Whether an Accept-Encoding header takes gzip (every browser's does; `gzip;q=0` refuses it)."""
+    for part in header.lower().split(","):
+        name, _, params = part.partition(";")
+        if name.strip() in ("gzip", "*"):
+            q = params.strip()
+            return not q.startswith("q=") or _quality(q[2:]) > 0
+    return False
+
+
+def _quality(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
 
 
 _INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.S)  # executable inline scripts: no src, no JSON type

@@ -2,12 +2,15 @@
 
 Point traces carry the trial number in `customdata`, so a click on a point opens that trial's page. Large
 studies stay cheap: learning curves and the worker timeline are one trace per state (segments separated by
-gaps), never one trace per trial.
+gaps), never one trace per trial; and no figure draws more trials than a browser shows apart (`MAX_POINTS`,
+`MAX_CURVES`, `MAX_HEATMAP_ROWS`): past that it draws the ones a reader looks for (the best, the baseline, the
+front) and an even spread of the rest, and its `sampled` text says so on the page.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import datetime
 
 from search.analysis.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
@@ -33,12 +36,22 @@ ROLE_STYLE = {  # marker symbol, colour, size
 STATE_COLOUR = {"COMPLETE": "#3b6fb6", "PRUNED": "#c44e52", "FAIL": "#7f7f7f", "RUNNING": "#55a868", "WAITING": "#cccccc"}
 
 
+# Trials drawn at most per figure: a 400-pixel plot shows no more apart, and the study page stays under 1 MB at
+# any number of trials (its figures are JSON in the page)
+MAX_POINTS = 1000
+MAX_CURVES = 300  # learning curves: lines, 6 or so points each
+MAX_HEATMAP_ROWS = 200  # schedules: the plot is at most 900 px high
+KEEP_BEST = 100  # of the trials drawn, always the best by val loss
+
+
 class Figure(dict):
     """A plotly figure as plain JSON data for plotly.js. No plotly.py validation: that cost seconds per page on
-    big studies, while these few trace types are easy to get right by hand (the browser tests draw each one)."""
+    big studies, while these few trace types are easy to get right by hand (the browser tests draw each one).
+    `sampled`: what it leaves out, for the page to say ("" when it draws every trial)."""
 
     def __init__(self, traces: dict | list[dict] | None = None):
         super().__init__(data=[traces] if isinstance(traces, dict) else list(traces or []), layout={})
+        self.sampled = ""
 
     def add_trace(self, trace: dict) -> None:
         self["data"].append(trace)
@@ -107,6 +120,32 @@ def _complete(view: StudyView) -> list[TrialRow]:
     return view.searched
 
 
+def thin(rows: list[TrialRow], limit: int, keep: Iterable[TrialRow] = ()) -> list[TrialRow]:
+    """At most `limit` of `rows`, in their order: the rows of `keep` first (the first `limit` of them), then an even
+    spread of the others (every k-th: the same rows on every refresh of an unchanged study)."""
+    if len(rows) <= limit:
+        return rows
+    chosen = set(list(dict.fromkeys(r.number for r in keep))[:limit])
+    rest = [r for r in rows if r.number not in chosen]
+    room = limit - len(chosen)
+    chosen.update(rest[i * len(rest) // room].number for i in range(room))
+    return [r for r in rows if r.number in chosen]
+
+
+def _best(rows: list[TrialRow], n: int = KEEP_BEST) -> list[TrialRow]:
+    return sorted(rows, key=loss_key)[:n]
+
+
+def _anchors(rows: list[TrialRow]) -> list[TrialRow]:
+    """What a thinned point figure always draws: the best trials and every baseline and reference run."""
+    return _best(rows) + [r for r in rows if r.role in (ROLE_BASELINE, ROLE_REFERENCE)]
+
+
+def _sampled(fig: Figure, drawn: int, of: int, what: str) -> None:
+    if drawn < of:
+        fig.sampled = f"{drawn:,} of {of:,} trials drawn ({what}): prism-search export lists them all"
+
+
 # -- study figures --------------------------------------------------------------------------------------
 
 
@@ -115,15 +154,18 @@ def history(view: StudyView) -> Figure | None:
     done = _complete(view)
     if not done:
         return None
-    fig = Figure(_by_role(done, lambda r: r.number, lambda r: r.val_loss))
-    best, xs, ys = math.inf, [], []
+    best, records = math.inf, []  # each trial that lowered the best so far: the steps of the line
     for r in done:
-        best = min(best, loss_key(r))
-        xs.append(r.number)
-        ys.append(best)
+        if loss_key(r) < best:
+            best = loss_key(r)
+            records.append(r)
+    drawn = thin(done, MAX_POINTS, records + _anchors(done))
+    fig = Figure(_by_role(drawn, lambda r: r.number, lambda r: r.val_loss))
+    xs, ys = [r.number for r in records] + [done[-1].number], [r.val_loss for r in records] + [best]
     fig.add_trace(
         dict(type="scatter", x=xs, y=ys, mode="lines", name="best so far", line=dict(shape="hv", color="#55a868"), hoverinfo="skip")
     )
+    _sampled(fig, len(drawn), len(done), f"each new best, the best {KEEP_BEST}, baselines and an even spread of the rest")
     return _layout(fig, "Optimisation history", "trial", "val loss")
 
 
@@ -134,13 +176,15 @@ def pareto(view: StudyView) -> Figure | None:
     done = [r for r in _complete(view) if speed(r) is not None]
     if len(done) < 2:
         return None
-    fig = Figure(_by_role(done, speed, lambda r: r.val_loss))
     title = pareto_title(view)
 
     def speed_key(row: TrialRow) -> float:
         return speed(row) or 0.0  # every row in `done` has one
 
     front = sorted((done[i] for i in pareto_front([(loss_key(r), speed_key(r)) for r in done])), key=speed_key)
+    drawn = thin(done, MAX_POINTS, front + _anchors(done))
+    fig = Figure(_by_role(drawn, speed, lambda r: r.val_loss))
+    _sampled(fig, len(drawn), len(done), f"the front, the best {KEEP_BEST}, baselines and an even spread of the rest")
     fig.add_trace(
         dict(
             type="scatter",
@@ -233,9 +277,10 @@ def _log2_padded(heads: tuple[int, ...], n_layer: int) -> list[float | None]:
 
 def heatmap(view: StudyView) -> Figure | None:
     """Trials x layers, colour = log2 heads, best trial on top: which schedules win, at a glance."""
-    done = sorted((r for r in _complete(view) if r.heads), key=loss_key)
-    if not done:
+    ranked = sorted((r for r in _complete(view) if r.heads), key=loss_key)
+    if not ranked:
         return None
+    done = ranked[:MAX_HEATMAP_ROWS]
     n_layer = max(len(r.heads or ()) for r in done)
     z = [_log2_padded(r.heads or (), n_layer) for r in done]
     text = [[f"{h} heads" for h in r.heads or ()] for r in done]
@@ -254,15 +299,21 @@ def heatmap(view: StudyView) -> Figure | None:
     )
     fig.update_yaxes(autorange="reversed", type="category")
     height = max(380, min(900, 80 + 14 * len(done)))
+    if len(done) < len(ranked):
+        fig.sampled = f"the best {len(done):,} of {len(ranked):,} schedules: prism-search export lists them all"
     return _layout(fig, "Schedules sorted by val loss (rank 1 = best)", "layer", "rank. schedule", height=height)
 
 
 def curves(view: StudyView) -> Figure | None:
     """Learning curves (val loss by training tokens); pruned trials in red, ending in a cross where they stopped."""
-    shown = [r for r in view.rows if r.curve and r.state in ("COMPLETE", "PRUNED", "RUNNING")]
-    if not shown:
+    every = [r for r in view.rows if r.curve and r.state in ("COMPLETE", "PRUNED", "RUNNING")]
+    if not every:
         return None
+    running = [r for r in every if r.state == "RUNNING"]
+    best = _best([r for r in every if r.state == "COMPLETE"], MAX_CURVES // 5)
+    shown = thin(every, MAX_CURVES, running + best)
     fig = Figure()
+    _sampled(fig, len(shown), len(every), f"the running ones, the best {len(best)} and an even spread of the rest")
     for state in ("COMPLETE", "RUNNING", "PRUNED"):
         mine = [r for r in shown if r.state == state]
         if not mine:
@@ -324,12 +375,15 @@ def curves(view: StudyView) -> Figure | None:
 
 def timeline(view: StudyView) -> Figure | None:
     """Which worker ran which trial when: gaps show idle workers, red bars pruned trials."""
-    rows = [r for r in view.rows if r.start is not None]
-    if not rows:
+    started = [r for r in view.rows if r.start is not None]
+    if not started:
         return None
-    now = max(r.complete or r.start or datetime.min for r in rows)
-    workers = sorted({r.worker or "unknown" for r in rows})
+    now = max(r.complete or r.start or datetime.min for r in started)
+    workers = sorted({r.worker or "unknown" for r in started})
+    rows = sorted(started, key=lambda r: r.start or now)[-MAX_POINTS:]  # what the workers did last
     fig = Figure()
+    if len(rows) < len(started):
+        fig.sampled = f"the last {len(rows):,} of {len(started):,} trials to start: prism-search export lists them all"
     for state, colour in STATE_COLOUR.items():
         mine = [r for r in rows if r.state == state]
         if not mine:

@@ -61,7 +61,8 @@ def plotly_js() -> str:
 
 def _figure(fig_id: str, fig: figs.Figure | None, note: str = "", title: str | None = None) -> dict:
     json = script_json(fig.to_json()) if fig is not None else None
-    return {"id": fig_id, "json": json, "note": note, "title": title or _TITLES.get(fig_id, fig_id)}
+    sampled = fig.sampled if fig is not None else ""
+    return {"id": fig_id, "json": json, "note": note, "sampled": sampled, "title": title or _TITLES.get(fig_id, fig_id)}
 
 
 def _common(storage: str, root: str, live: bool, stamp: str | None, stamp_query: str = "", trial_base: str = "") -> dict:

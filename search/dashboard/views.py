@@ -12,15 +12,19 @@ report reuses them unchanged. Optional data shows up when present and is skipped
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
+import sys
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from types import ModuleType
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from search.analysis.rows import TrialRow
 from search.analysis.summary import Summary, is_paired_baseline, summarize
@@ -138,15 +142,23 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
     if isinstance(study_audit, str):
         study_audit = json.loads(study_audit)
     audited = study_audit.get("source") if isinstance(study_audit, dict) else None
+    cache = row_cache if row_cache is not None else {}
+
+    def cached(t: FrozenTrial) -> TrialRow | None:
+        hit = cache.get((study.study_name, trial_id(t)))
+        return hit[1] if hit is not None and hit[0] is t else None
+
+    # a finished trial with a cached row was checked when it was decoded, and cannot change since
+    left_out = readable([t for t in trials if cached(t) is None])[1]
+    read = [t for t in trials if t.number not in left_out], left_out
     rows = []
-    for t in readable(trials)[0]:  # a malformed trial is left out; the summary's warnings name it
-        hit = row_cache.get((study.study_name, trial_id(t))) if row_cache is not None else None
-        if hit is not None and hit[0] is t:
-            rows.append(hit[1])
+    for t in read[0]:  # a malformed trial is left out; the summary's warnings name it
+        if (row := cached(t)) is not None:
+            rows.append(row)
             continue
         rows.append(TrialRow.of(t, names, study_audit if audited == f"{study.study_name}:{t.number}" else None))
-        if row_cache is not None and t.state.is_finished():
-            row_cache[(study.study_name, trial_id(t))] = (t, rows[-1])
+        if t.state.is_finished():
+            cache[(study.study_name, trial_id(t))] = (t, rows[-1])
     config, config_error = None, None
     try:
         config = stored_config(study)
@@ -156,7 +168,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         raise  # a damaged config: the study's page says what is damaged
     except PrismSearchError:
         pass  # a plain Optuna study
-    summary = summarize(study, config) if config is not None else None  # the config parsed once, above
+    summary = summarize(study, config, read) if config is not None else None  # the config parsed once, above
     return StudyView(
         name=study.study_name,
         rows=rows,
@@ -202,10 +214,48 @@ def _importance(points: tuple[tuple[tuple[int, ...], float], ...]) -> dict[int, 
     dist = optuna.distributions.IntDistribution(low, high)
     names = [f"layer_{i:02d}" for i in range(len(points[0][0]))]
     distributions: dict[str, optuna.distributions.BaseDistribution] = dict.fromkeys(names, dist)
-    trials = [optuna.trial.create_trial(params=dict(zip(names, x)), distributions=distributions, value=loss) for x, loss in points]
+    # made directly, not by create_trial: its validation of every param of thousands of trials was most of this
+    # panel's time, and these values lie in the distribution by construction
+    trials = [
+        FrozenTrial(
+            number=i,
+            state=TrialState.COMPLETE,
+            value=loss,
+            datetime_start=None,
+            datetime_complete=None,
+            params=dict(zip(names, x)),
+            distributions=distributions,
+            user_attrs={},
+            system_attrs={},
+            intermediate_values={},
+            trial_id=i,
+        )
+        for i, (x, loss) in enumerate(points)
+    ]
     scratch = scratch_study(trials, direction="minimize")
-    evaluator = optuna.importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))
+    importance = _optuna_importance()
+    evaluator = importance.PedAnovaImportanceEvaluator(target_quantile=max(0.1, 2 / len(points)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "too few trials" style warnings: the caller shows a note instead
-        importances = optuna.importance.get_param_importances(scratch, evaluator=evaluator)
+        importances = importance.get_param_importances(scratch, evaluator=evaluator)
     return {int(name.removeprefix("layer_")): value for name, value in sorted(importances.items())}
+
+
+def _optuna_importance() -> ModuleType:
+    """optuna.importance, imported without scikit-learn where nothing has loaded it yet. The package's __init__
+    imports fANOVA's random forest from scikit-learn (0.7 s of CPU, a third of a fresh dashboard's first page of
+    5,000 trials), which PED-ANOVA never uses: with scikit-learn marked absent for that one import (Python then
+    refuses `import sklearn`), Optuna's optional-import guard leaves fANOVA unloaded. Only fANOVA in this
+    process is affected, and it is never called here; `import sklearn` works as before once this returns (in
+    that instant another thread's would fail: no thread of the dashboard or a report imports it)."""
+    if "optuna.importance" in sys.modules or "sklearn" in sys.modules:
+        return importlib.import_module("optuna.importance")
+    with _IMPORTING:
+        sys.modules["sklearn"] = None  # type: ignore[assignment]
+        try:
+            return importlib.import_module("optuna.importance")
+        finally:
+            del sys.modules["sklearn"]
+
+
+_IMPORTING = threading.Lock()

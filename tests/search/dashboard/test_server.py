@@ -2,6 +2,7 @@
 
 import base64
 import contextlib
+import gzip
 import hashlib
 import re
 import resource
@@ -13,7 +14,7 @@ import urllib.request
 import pytest
 
 from search.dashboard import Dashboard, make_server_for, write_report
-from search.dashboard.app import SERVER_THREADS
+from search.dashboard.app import SERVER_THREADS, accepts_gzip
 
 
 @contextlib.contextmanager
@@ -77,6 +78,32 @@ def test_pages_forbid_framing_and_referrers_and_run_only_their_own_inline_script
     hashes = {f"'sha256-{base64.b64encode(hashlib.sha256(s).digest()).decode()}'" for s in inline}
     assert set(policy["script-src"].split()) == {"'self'"} | hashes  # no 'unsafe-inline', no 'unsafe-eval'
     assert policy["default-src"] == "'none'" and policy["frame-ancestors"] == "'none'"
+
+
+def test_a_page_goes_gzipped_to_a_client_that_takes_gzip_and_plain_to_one_that_does_not(dash_url):
+    with serving(dash_url) as port:
+
+        def fetch(encoding: str | None):
+            headers = {"Accept-Encoding": encoding} if encoding else {}
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/study/prism", headers=headers)
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.headers, response.read()
+
+        plain_headers, plain = fetch(None)
+        zipped_headers, zipped = fetch("gzip, deflate, br")
+        refused_headers, refused = fetch("gzip;q=0, identity")
+    assert zipped_headers["Content-Encoding"] == "gzip" and gzip.decompress(zipped) == plain and len(zipped) < len(plain) / 3
+    assert int(zipped_headers["Content-Length"]) == len(zipped) and zipped_headers["Vary"] == "Accept-Encoding"
+    assert zipped_headers["Content-Security-Policy"] == plain_headers["Content-Security-Policy"]
+    assert plain_headers["Content-Encoding"] is None and refused_headers["Content-Encoding"] is None and refused == plain
+
+
+@pytest.mark.parametrize(
+    "header, takes",
+    [("gzip", True), ("GZIP;q=0.5", True), ("br, *", True), ("gzip;q=0", False), ("identity", False), ("", False), ("gzip;q=x", False)],
+)
+def test_accept_encoding_is_read_with_its_quality(header, takes):
+    assert accepts_gzip(header) is takes
 
 
 def test_the_offline_report_links_to_no_server_page(dash_url, tmp_path):

@@ -1,8 +1,11 @@
 """The read model and the figures, as pure functions of studies made through the Optuna API (no server)."""
 
+import dataclasses
 import json
 import math
 import re
+import subprocess
+import sys
 
 import optuna
 from hypothesis import given
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 from search.analysis.summary import pareto_front
 from search.dashboard import figures as figs
 from search.dashboard.views import MIN_TRIALS_FOR_IMPORTANCE, layer_importance, study_view
+from tests.search.conftest import ROOT
 from tests.search.dashboard.conftest import quickstart
 from tests.search.synthetic import EARLY_HEAD_PENALTY, synthetic_study
 
@@ -156,3 +160,61 @@ def test_the_importance_note_says_how_far_a_quickstart_size_study_is_from_the_pa
     need = MIN_TRIALS_FOR_IMPORTANCE
     assert figs.importance(view) is None and 0 < have < need
     assert note == f"needs {need} completed trials with a schedule; this study has {have} ({need - have} to go)"
+
+
+def test_thin_keeps_what_it_is_told_and_an_even_spread_of_the_rest_in_order(memory_study):
+    rows = study_view(memory_study).rows
+    kept = [rows[7], rows[3]]
+    drawn = figs.thin(rows, 10, kept)
+    assert len(drawn) == 10 and {r.number for r in kept} <= {r.number for r in drawn}
+    assert [r.number for r in drawn] == sorted(r.number for r in drawn)  # the study's order, as plotted
+    assert drawn == figs.thin(rows, 10, kept)  # the same points on every refresh of an unchanged study
+    assert figs.thin(rows, len(rows), kept) == rows and len(figs.thin(rows, 1, kept)) == 1
+
+
+def test_a_5000_trial_page_draws_a_sample_says_so_and_stays_under_a_megabyte(memory_study):
+    """Every figure of 5,000 trials in full is 2.7 MB of JSON in the page, more points than a browser shows apart:
+    each figure draws the trials a reader looks for and an even spread of the rest, and says so under it."""
+    from search.dashboard.pages import study_page
+
+    view = study_view(memory_study)
+    assert "data-sampled" not in study_page(view, "sqlite:///x.db")  # a small study draws every trial
+    rows = [dataclasses.replace(view.rows[n % len(view.rows)], number=n) for n in range(5000)]
+    big = dataclasses.replace(view, rows=rows)
+    html = study_page(big, "sqlite:///x.db")
+    assert len(html.encode()) < 1_000_000
+    sampled = dict(re.findall(r'data-sampled="(\w+)">([^<]*)<', html))
+    assert set(sampled) == {"history", "pareto", "heatmap", "curves", "timeline"}
+    assert sampled["history"].startswith(f"{figs.MAX_POINTS:,} of {len(big.searched):,} trials drawn")
+    assert sampled["heatmap"].startswith(f"the best {figs.MAX_HEATMAP_ROWS} of")
+    history = json.loads(re.search(r'data-figure="fig-history">(.*?)</script>', html, re.S).group(1))
+    drawn = {n for t in history["data"] if t["name"] != "best so far" for n in t["customdata"]}
+    best = min(big.searched, key=lambda r: r.val_loss)
+    assert best.number in drawn and big.baseline.number in drawn
+    line = next(t for t in history["data"] if t["name"] == "best so far")
+    assert line["y"][-1] == best.val_loss and line["y"] == sorted(line["y"], reverse=True)  # the whole study's best so far
+
+
+def test_the_importance_panel_loads_no_scikit_learn_and_leaves_it_importable():
+    """PED-ANOVA needs none of it, and importing it cost a third of a fresh dashboard's first page of 5,000 trials."""
+    code = (
+        "import sys; from search.dashboard.views import _importance\n"
+        "scores = _importance(tuple(((i % 4, (i // 4) % 4), float(i % 4)) for i in range(40)))\n"
+        "assert scores[0] > scores[1] and 'sklearn' not in sys.modules, scores"  # not loaded, nor left marked absent
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_a_refresh_takes_cached_rows_as_read_and_still_leaves_a_malformed_trial_out(memory_study):
+    """Finished trials whose rows are cached are not checked again (they passed and cannot change); a malformed
+    one is never cached, so every refresh leaves it out and the summary names it."""
+    memory_study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={"curve": "not a curve"}))
+    bad = memory_study.trials[-1].number
+    cache: dict = {}
+    first = study_view(memory_study, cache)
+    memory_study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={"role": "search", "seed": 0}))  # the study moves on
+    again = study_view(memory_study, cache)
+    for view in (first, again):
+        assert view.row(bad) is None and bad in view.summary.left_out
+    assert [r.number for r in again.rows] == [r.number for r in first.rows] + [bad + 1]
+    assert all(a is b for a, b in zip(again.rows, first.rows) if a.state != "RUNNING")  # the cached rows themselves
