@@ -105,6 +105,9 @@ def _check_reachable(url: str) -> None:
         engine.dispose()
 
 
+SQLITE_BUSY_TIMEOUT_S = 30  # wait out a concurrent reader instead of failing at SQLite's 5 s default
+
+
 def _engine_kwargs(url: str, create: bool = True) -> dict:
     """How SQLAlchemy connects to `url`; reading commands (`create=False`) on a SQLite file in a folder this process
     cannot write connect as `_read_only_sqlite` says."""
@@ -114,7 +117,7 @@ def _engine_kwargs(url: str, create: bool = True) -> dict:
             reader = _read_only_sqlite(url, path)
             if reader:
                 return {"creator": reader}
-        return {"connect_args": {"timeout": 30}}  # wait out a concurrent reader instead of failing at SQLite's 5 s default
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
     if url.startswith("postgresql"):
         return {"connect_args": {"connect_timeout": 5}}
     return {}

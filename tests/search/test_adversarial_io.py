@@ -455,6 +455,9 @@ def test_a_corrupted_page_is_one_line_in_every_reading_command(odd_trial_db, tmp
 def test_a_database_write_locked_by_another_process_is_one_line_after_the_wait(study_toml, tiny_config, tmp_path, monkeypatch, capsys):
     import sqlite3
 
+    import search.storage.database
+
+    monkeypatch.setattr(search.storage.database, "SQLITE_BUSY_TIMEOUT_S", 2)  # the same wait, shorter
     db = tmp_path / "study.db"
     open_study(tiny_config, open_storage(tiny_config.storage), check_corpus(tiny_config))
     other = sqlite3.connect(db, isolation_level=None)  # another program (a sqlite3 shell) holding the write lock
