@@ -20,7 +20,9 @@ pytestmark = pytest.mark.e2e
 
 def test_a_second_driver_on_one_sqlite_file_is_refused_and_a_killed_one_leaves_no_lock(tmp_path, study_toml):
     url = f"sqlite:///{tmp_path / 'two.db'}"
-    toml = str(study_toml(("n_trials = 5", "n_trials = 40")))
+    # the free family's 27 schedules: the first driver cannot finish its 40 runs (and free the lock) before the second
+    # has started, as tiny's 10-schedule space once did on a loaded machine
+    toml = str(study_toml(("n_trials = 5", "n_trials = 40"), ("[train]", '[space]\nfamily = "free"\n\n[train]')))
     with open(tmp_path / "first.log", "w") as log:
         first = subprocess.Popen(
             [sys.executable, "-m", "search.cli", "run", toml, "--storage", url, "--workers", "1"],
