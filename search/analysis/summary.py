@@ -469,7 +469,7 @@ def summarize(
     else:  # no uniform run to pair with yet: the best run at the study seed
         best_schedule = competing[0].user_attrs.get(SCHEDULE) if competing else None
     best_seeds = tuple(sorted(seed for s, seed in runs if s == best_schedule))
-    best_trial = _trial_of(competing, complete, best_schedule, config.seed)
+    best_trial = _trial_of(competing, complete, best_schedule)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
     n_schedules = len({t.user_attrs.get(SCHEDULE) for t in competing} | {g.schedule for g in gaps} | {baseline})
     # when uniform itself is the best, the gap worth showing is the best other schedule's
@@ -583,8 +583,9 @@ def _kernels_by_seed(complete: list[FrozenTrial]) -> dict[int, set[str]]:
     return out
 
 
-def _trial_of(competing: list[FrozenTrial], complete: list[FrozenTrial], schedule: str | None, seed: int) -> FrozenTrial | None:
-    """The trial that stands for `schedule`: its competing run at the study seed, else its first complete run."""
+def _trial_of(competing: list[FrozenTrial], complete: list[FrozenTrial], schedule: str | None) -> FrozenTrial | None:
+    """The trial that stands for `schedule`: its competing run (competitors run at the study seed), else its first
+    complete run."""
     if schedule is None:
         return None
     at_seed = [t for t in competing if t.user_attrs.get(SCHEDULE) == schedule]
