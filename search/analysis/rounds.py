@@ -101,12 +101,16 @@ def rounds_progress(trials: Iterable[FrozenTrial], config: StudyConfig, rounds: 
             by_run.setdefault((t.user_attrs[SCHEDULE], t.user_attrs[SEED]), []).append(t.state)
     for number in range(1, N_ROUNDS + 1):
         runs = round_runs(config, rounds, number)
-        finished = sum(any(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in by_run.get(run, [])) for run in runs)
-        open_ = sum(
-            not any(s in (TrialState.COMPLETE, TrialState.PRUNED) for s in by_run.get(run, []))
-            and (not by_run.get(run) or any(s in (TrialState.WAITING, TrialState.RUNNING) for s in by_run[run]))
-            for run in runs
+        tries = [by_run.get(run, []) for run in runs]
+        finished = sum(_finished(states) for states in tries)
+        open_ = any(
+            not _finished(states) and (not states or TrialState.WAITING in states or TrialState.RUNNING in states) for states in tries
         )
         if not runs or open_:
             return RoundsProgress(number, rounds, finished, len(runs), tuple(round_seeds(config, number)))
     return RoundsProgress(N_ROUNDS + 1, rounds, seeds=tuple(round_seeds(config, N_ROUNDS)))
+
+
+def _finished(states: list[TrialState]) -> bool:
+    """A run is finished once one of its tries is (PRUNED counts: a run that trained and was stopped)."""
+    return TrialState.COMPLETE in states or TrialState.PRUNED in states

@@ -342,54 +342,48 @@ def _print_forecast(f: Forecast) -> None:
             "this is an upper bound (pairing removes each seed's own luck, which this sd holds)"
         )
     table.add_row("noise", f"sd {n.sd_pair:.4f} of one paired difference: {where}")
-    if f.rounds:
-        _print_rounds_forecast(f, table)
-        return
-    if f.pairs is None or f.resolution is None or f.total is None:
+    if f.pairs is None or f.resolution is None or f.total is None:  # never for rounds: their runs are fixed
         table.add_row("seeds", f"over 1,000 paired seeds per schedule: a margin of {m} is below what seeds resolve at this noise")
         console.print(table)
         return
-    detects = f"they detect {f.resolution:.4f} with 80% power, two-sided test at 0.05"
-    table.add_row("seeds", f"{f.pairs} paired seeds per schedule resolve {m} ({detects})")
+    if f.rounds:
+        seeds, confirm = _rounds_rows(f, f.pairs, f.resolution)
+    else:
+        detects = f"they detect {f.resolution:.4f} with 80% power, two-sided test at 0.05"
+        seeds = f"{f.pairs} paired seeds per schedule resolve {m} ({detects})"
+        each = f"{f.top} schedules and uniform x {f.pairs} fresh seeds; {f.top} is confirm's default --top"
+        confirm = f"{f.confirm_runs} runs: `{forecast_command(f)}` ({each})"
+    table.add_row("seeds", seeds)
     space = f"; the space holds {f.space}" if f.search_runs < f.n_trials else ""
     table.add_row("search", f"{f.search_runs} runs at the study seed (n_trials {f.n_trials}{space})")
-    each = f"{f.top} schedules and uniform x {f.pairs} fresh seeds; {f.top} is confirm's default --top"
-    table.add_row("confirm", f"{f.confirm_runs} runs: `{forecast_command(f)}` ({each})")
+    table.add_row("confirm", confirm)
     table.add_row("total", f"{f.total.runs} runs x {tokens_text(f.tokens_per_run)} tokens = {tokens_text(f.total.tokens)} training tokens")
     table.add_row("time", _forecast_time(f))
-    table.add_row("left at one seed", "schedules the search trains once and confirm does not take are judged on one pair each")
+    if not f.rounds:
+        table.add_row("left at one seed", "schedules the search trains once and confirm does not take are judged on one pair each")
     console.print(table)
 
 
-def _print_rounds_forecast(f: Forecast, table: Table) -> None:
-    """The forecast of a study confirmed in rounds: its runs are fixed; what its test resolves at this noise."""
-    from search.analysis import tokens_text
-
-    assert f.total is not None and f.resolution is not None and f.pairs is not None  # the rounds' runs are always known
+def _rounds_rows(f: Forecast, pairs: int, resolution: float) -> tuple[str, str]:
+    """The seeds and confirm rows of a study confirmed in rounds: its runs are fixed; what its test resolves here."""
     m = f"{f.margin:.4g}"
     resolves = (
         f"resolves the margin {m}"
-        if f.resolution <= f.margin
+        if resolution <= f.margin
         else f"does not resolve the margin {m} at this noise: it needs {f.needed} paired seeds, `prism-search confirm {f.study} "
         f"--top 1 --seeds {f.needed}` after the rounds"
         if f.needed
         else f"does not resolve the margin {m} at this noise, nor would any number of seeds up to 1,000"
     )
-    table.add_row(
-        "seeds",
-        f"the frozen pick and uniform on {f.pairs} fresh seeds, tested on the residual variance pooled over every run "
-        f"({f.rounds_df} df): detects {f.resolution:.4f} with 80% power, two-sided test at 0.05; it {resolves}",
+    seeds = (
+        f"the frozen pick and uniform on {pairs} fresh seeds, tested on the residual variance pooled over every run "
+        f"({f.rounds_df} df): detects {resolution:.4f} with 80% power, two-sided test at 0.05; it {resolves}"
     )
-    space = f"; the space holds {f.space}" if f.search_runs < f.n_trials else ""
-    table.add_row("search", f"{f.search_runs} runs at the study seed (n_trials {f.n_trials}{space})")
-    table.add_row(
-        "confirm",
+    confirm = (
         f"{f.confirm_runs} runs that `run` trains after the search: round 1, the best {f.top} and uniform on one fresh seed "
-        f"({f.top + 1} runs); round 2, the best of them frozen and uniform on {f.pairs} new seeds ({2 * f.pairs} runs)",
+        f"({f.top + 1} runs); round 2, the best of them frozen and uniform on {pairs} new seeds ({2 * pairs} runs)"
     )
-    table.add_row("total", f"{f.total.runs} runs x {tokens_text(f.tokens_per_run)} tokens = {tokens_text(f.total.tokens)} training tokens")
-    table.add_row("time", _forecast_time(f))
-    console.print(table)
+    return seeds, confirm
 
 
 def _forecast_time(f: Forecast) -> str:

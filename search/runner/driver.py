@@ -266,9 +266,9 @@ class Driver:
             queued = queued or bool(runs)
         return self._budget() if queued else b
 
-    def _ask(self, target: int) -> tuple[optuna.Trial, Schedule | None, str, int]:
-        """A new trial with its schedule, role and seed, stored before Ctrl-C or SIGTERM can act; no schedule when the trial is surplus
-        (failed, and given back to the queue if it came from there). An interrupt that landed inside `ask` left a RUNNING
+    def _ask(self, target: int) -> tuple[optuna.Trial, Schedule, str, int] | None:
+        """A new trial with its schedule, role and seed, stored before Ctrl-C or SIGTERM can act; None when the trial is
+        surplus (failed, and given back to the queue if it came from there). An interrupt that landed inside `ask` left a RUNNING
         trial the handler could not find; one that landed before the schedule's attrs left a trial that could not be
         queued again, and under the grid sampler its grid point counted as visited, so that schedule never trained."""
         with interrupts_held():
@@ -281,7 +281,7 @@ class Driver:
                 self._db(self.study.tell, trial, state=TrialState.FAIL)
                 if SCHEDULE in attrs:  # it came from the queue: give it back
                     self._db(_requeue, self.study, self.family, trial, attempt=attrs.get(ATTEMPT, 0))
-                return trial, None, "", 0
+                return None
             role, seed = attrs.get(ROLE, ROLE_SEARCH), attrs.get(SEED, self.config.seed)
             schedule = self._db(trial_schedule, trial, self.family)
             for key, value in schedule_attrs(schedule, role, seed).items():
@@ -289,9 +289,10 @@ class Driver:
         return trial, schedule, role, seed
 
     def _dispatch(self, worker: ray.actor.ActorHandle, target: int) -> Literal["surplus", "served", "trained"]:
-        trial, schedule, role, seed = self._ask(target)
-        if schedule is None:
+        asked = self._ask(target)
+        if asked is None:
             return "surplus"
+        trial, schedule, role, seed = asked
         if role == ROLE_SEARCH and (failed := self._db(cache.failed_before, self.study, str(schedule), trial.number)) is not None:
             self._serve_failure(trial, schedule, role, seed, failed, worker)
             return "served"

@@ -130,8 +130,8 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
     full = first_stop(policies, done)
     searched = plan is None and (done.searched >= config.n_trials or bool(full))
     if searched and prior is not None and done.searched >= config.n_trials:  # asked to seed, but no seeded schedule would train
-        n = len(prior.prior.schedules) if isinstance(prior, PriorFile) else 0
-        more = f"{done.searched + n} to train its {n}" if isinstance(prior, PriorFile) else "above it"
+        n = len(prior.prior.schedules) if isinstance(prior, PriorFile) else None
+        more = "above it" if n is None else f"{done.searched + n} to train its {n}"
         raise ConfigError(
             f"--prior: study {config.name!r} already has {done.searched}/{config.n_trials} trained trials, so none of the "
             f"prior's schedules would train (fix: --n-trials {more})"

@@ -62,8 +62,8 @@ def queue_missing(ctx: StudyContext, runs: list[tuple[str, int]]) -> None:
             enqueue(ctx.study, ctx.family, Schedule.parse(schedule), role=ROLE_CONFIRM, seed=seed)
 
 
-def train_queued(ctx: StudyContext, queued: int, progress=None) -> None:
-    """Train the `queued` confirmation runs, and runs a dead driver left, under the study's stop rule."""
+def train_queued(ctx: StudyContext, progress=None) -> None:
+    """Train the queued confirmation runs, and runs a dead driver left, under the study's stop rule."""
     from search.runner.driver import Driver  # the driver needs Ray; planning and collecting don't
 
     # the stop rule still holds: once the queue is trained, a failed run's place must not make it ask a spent sampler forever
@@ -71,7 +71,7 @@ def train_queued(ctx: StudyContext, queued: int, progress=None) -> None:
     # running trials count: a dead driver's whose heartbeat is not stale yet is queued again while this one
     # runs, and its retry must train too
     done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed)
-    target = done.trained + done.running + queued
+    target = done.trained + done.running + done.waiting
     if progress is not None:
         progress.retarget(target)  # what is really left, now that runs held from an earlier `confirm` are known
     driver.run(target, ctx.config.resources.workers)
@@ -90,5 +90,6 @@ def run_confirmation(ctx: StudyContext, top: int, seeds: int, progress=None) -> 
     from search.runner.driver import requeue_stale_trials  # the driver needs Ray; planning and collecting don't
 
     requeue_stale_trials(ctx)  # runs of a stopped `confirm` (or run) whose driver died are queued again
-    train_queued(ctx, plan(ctx, top, seeds), progress)
+    plan(ctx, top, seeds)
+    train_queued(ctx, progress)
     return collect(ctx.study)

@@ -50,8 +50,7 @@ def run_rounds(ctx: StudyContext, progress: StudyProgress) -> None:
         if study_rounds(study, study.get_trials(deepcopy=False), config, search_done=True).number > number:
             continue  # this round's runs are all held already
         progress.note(round_started_text(number, rounds, round_seeds(config, number)))
-        queued = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
-        train_queued(ctx, queued, progress)
+        train_queued(ctx, progress)
 
 
 def _frozen(study: optuna.Study, ctx: StudyContext, number: int) -> Rounds | None:
