@@ -1,7 +1,7 @@
 """Every command README.md shows runs as shown, in order, after command 1 (the quickstart).
 
 The commands run in a fresh folder holding a shortened copy of studies/quickstart.toml at the same relative path
-(same name, same model, fewer steps and trials), so they run word for word: the study's SQLite file and checkpoints
+(same name, same model, fewer and smaller steps, fewer trials), so they run word for word: the study's SQLite file and checkpoints
 land in that folder. The only rewrite is the dashboards' port (a free one instead of the default 8080, which another
 process may hold). The lines the test cannot run are listed in NOT_RUN with the reason; any other line of a ```bash
 block that is not a `prism-search` command fails the test, so a new README command is never skipped silently.
@@ -33,13 +33,15 @@ NOT_RUN = {
 }
 SERVERS = {"dashboard"}  # they serve until stopped: the test waits until they answer, then stops them
 
-# the quickstart shortened: 20 steps instead of 600 (warmup and evaluations scaled down), 5 trials instead of 10,
-# 2 throughput-probe steps instead of 8
+# the quickstart shortened: 20 steps of 4 sequences instead of 600 of 16 (warmup and evaluations scaled down),
+# 5 trials instead of 10, 2 throughput-probe steps instead of 8
 SHORTEN = [
     ("n_trials = 10", "n_trials = 5"),
     ("steps = 600", "steps = 20"),
+    ("batch_size = 16", "batch_size = 4"),
     ("warmup_steps = 60", "warmup_steps = 2"),
     ("eval_every = 100", "eval_every = 10"),
+    ("eval_batches = 8", "eval_batches = 2"),
     ("baseline_seeds = 2", "baseline_seeds = 2\nthroughput_probe_steps = 2"),
 ]
 

@@ -24,7 +24,9 @@ from tests.search.trainers.conftest import EXAMPLE, ROOT, alive
 pytestmark = pytest.mark.e2e
 
 FAILING, STALLED = "1x2,2x1", "1x2,4x1"  # grid indices 1 and 2 of the ramp space: the walk reaches both early
-# the wrapper a user's flaky trainer stands for: one schedule crashes, one learns nothing (lr 1e-9) and is pruned
+# the wrapper a user's flaky trainer stands for: one schedule crashes, one learns nothing (lr 1e-9) and is pruned;
+# that one trains ten times the steps (its later --steps wins), so the driver's stop, decided at one of the study's
+# evaluations, reaches its process mid-run however loaded the machine (at load 11 the 30-step run once ended first)
 WRAPPER = f"""
 import os, sys
 schedule, argv = sys.argv[1], sys.argv[2:]
@@ -32,7 +34,7 @@ if schedule == {FAILING!r}:
     print("loading data", file=sys.stderr)
     sys.exit("RuntimeError: CUDA out of memory (simulated by the test's wrapper)")
 if schedule == {STALLED!r}:
-    argv += ["--lr", "1e-9"]
+    argv += ["--lr", "1e-9", "--steps", "300"]
 os.execv(sys.executable, [sys.executable, {str(EXAMPLE / "train_gpt.py")!r}, *argv])
 """
 
