@@ -29,6 +29,7 @@ from search.analysis.stats import p_text, paired_contrast, pairs_needed
 from search.analysis.summary import study_runs
 from search.attrs import SEED, WORKER
 from search.storage.records import stored_config
+from search.text import method_text, plan_text
 
 # The machines as docs/results.md lists them, by the seeds each trained: the trials record each run's kernels, but
 # not the machine (every host is named "vm"), so the sessions come from that record and are checked against the kernels.
@@ -70,7 +71,7 @@ def report(args: argparse.Namespace, scratch: Path) -> None:
     kind = {s: "/".join(sorted(kernels.get(s, {"not recorded"}))) for s in seeds}
     machine = {s: m for m, members in MACHINES.items() for s in members}
     alpha = plan.alpha_per_look
-    print(f"{args.study}: {plan.text()}; {len(seeds)} pairs, alpha per look {alpha:.4g}")
+    print(f"{args.study}: {plan_text(plan)}; {len(seeds)} pairs, alpha per look {alpha:.4g}")
     for m, members in MACHINES.items():
         kinds = sorted({kind[s] for s in members if s in gap})
         print(f"  machine {m}: seeds {members.start}-{members.stop - 1}, kernels {', '.join(kinds)}")
@@ -127,7 +128,7 @@ def report(args: argparse.Namespace, scratch: Path) -> None:
     assert family.sd_pair is not None
     margin = bench_config.search.margin
     print(
-        f"\nmargin rationale: bench-main's sd of one paired difference {family.sd_pair:.4f} ({family.method}); "
+        f"\nmargin rationale: bench-main's sd of one paired difference {family.sd_pair:.4f} ({method_text(family.method)}); "
         f"{pairs_needed(family.sd_pair, margin)} paired seeds resolve {margin:g} at it (pairs_needed: 80% power, 0.05 two-sided); "
         f"at the experiment's own pairs (sd {statistics.stdev(diffs):.4f}): {pairs_needed(statistics.stdev(diffs), margin)}"
     )

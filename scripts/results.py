@@ -28,9 +28,9 @@ from optuna.trial import TrialState
 from prism import Schedule
 from search.analysis.blocked import many_to_one
 from search.analysis.fidelity import Curve, rank_agreement, rung_fidelity
-from search.analysis.stats import PairedGap, paired_gap, tokens_text
+from search.analysis.stats import PairedGap, paired_gap
 from search.analysis.summary import Summary, summarize
-from search.text import agreement_text, paired_gap_text
+from search.text import agreement_text, paired_gap_text, tokens_text, verdict_text
 
 MAIN, LONG, WIDTH, FREE = "bench-main", "bench-long", "bench-width", "bench-free"
 COMMAND = "python scripts/results.py"
@@ -117,7 +117,7 @@ def verdicts(studies: dict[str, Study]) -> str:
     lines = []
     for name, study in studies.items():
         v = study.summary.verdict
-        lines.append(f"- **{name}**: {v.text()}")
+        lines.append(f"- **{name}**: {verdict_text(v, study.summary.name)}")
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from search.study._lifecycle import StudyInterrupted
     from search.study.policy import Standing
     from search.study.study import Study
+    from search.text import verdict_text
 
 _EXPORTS = {
     "search.study.study": ("Study",),
@@ -33,6 +34,7 @@ _EXPORTS = {
     "search.config": ("StudyConfig", "load_config"),
     "search.analysis.summary": ("ConfirmationRow", "Summary"),
     "search.analysis.verdict": ("Verdict",),
+    "search.text": ("verdict_text",),  # the verdict's line, as `status` prints it
     "search.errors": ("ConfigError", "PrismSearchError"),
     "search.families": (
         "FAMILIES",

@@ -623,3 +623,61 @@ def test_analysis_only_reads():
         and (node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)) in _WRITES
     ]
     assert not calls, calls
+
+
+def _words_in(tree: ast.AST) -> list[tuple[int, str]]:
+    """What only search.text may hold: a function or method that writes words (`text`, `*_text`), a command of the
+    CLI spelled in a string (docstrings aside: they may name one), and an import of search.text, deferred ones too."""
+    docstrings = {
+        id(body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and (body := node.body)
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    }
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (node.name == "text" or node.name.endswith("_text")):
+            hits.append((node.lineno, f"def {node.name}"))
+        elif isinstance(node, ast.Constant) and "prism-search " in str(node.value) and id(node) not in docstrings:
+            hits.append((node.lineno, node.value))
+        elif isinstance(node, ast.Import):
+            hits += [(node.lineno, f"import {a.name}") for a in node.names if _inside(a.name, "search.text")]
+        elif isinstance(node, ast.ImportFrom) and node.module and (_inside(node.module, "search.text") or node.module == "search"):
+            names = [a.name for a in node.names if _inside(node.module, "search.text") or a.name == "text"]
+            hits += [(node.lineno, f"from {node.module} import {name}") for name in names]
+    return hits
+
+
+# scripts/control_regime.py imports p_text from search.analysis.stats: it moves to search.text with that import
+WORDS_LEFT = {("search/analysis/stats.py", "def p_text")}
+
+
+def test_analysis_writes_no_words():
+    """search.analysis returns typed values (a verdict's kind, numbers, reason and next step); every sentence and
+    command is written once in search.text, which reads them, so the CLI and the dashboard say the same thing."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} {what}"
+        for path in sorted((ROOT / "search" / "analysis").rglob("*.py"))
+        for line, what in _words_in(ast.parse(path.read_text()))
+        if (str(path.relative_to(ROOT)), what) not in WORDS_LEFT
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_scan_finds_words():
+    """The scan above must be able to fail: each way analysis could write words is caught; a docstring naming a
+    command, a value's name and a string that is no command are not."""
+    code = (
+        '"""Read by `prism-search status`."""\n'
+        "def text(self): pass\n"
+        "def p_text(p): pass\n"
+        'command = f"prism-search confirm {name} --top 1"\n'
+        "def f():\n    from search.text import verdict_text\n"
+        "import search.text.verdict\n"
+        "from search import text\n"
+        'def g():\n    """`prism-search resume` trains them."""\n    return "confirm"\n'
+        "from search import Study\ntextual = 1\n"
+    )
+    assert sorted(line for line, _ in _words_in(ast.parse(code))) == [2, 3, 4, 6, 7, 8]

@@ -5,7 +5,7 @@ and never writes: the CLI, the dashboard, the study and the runner all read a st
 
 from search.analysis.budget import Budget
 from search.analysis.forecast import NOISE_PAIRED, NOISE_STATED, NOISE_UNIFORM, SPEED_MEASURED, SPEED_STATED, SPEED_STORED, Cost, Forecast
-from search.analysis.stats import MIN_CURVES, PairedGap, tokens_text
+from search.analysis.stats import MIN_CURVES, PairedGap
 from search.analysis.stored import stored_studies, stored_study, summaries, unreadable_studies
 from search.analysis.summary import Summary, summarize
 
@@ -26,6 +26,5 @@ __all__ = [
     "stored_study",
     "summaries",
     "summarize",
-    "tokens_text",
     "unreadable_studies",
 ]

@@ -45,6 +45,17 @@ class ScheduleGap:
 
 
 @dataclass(frozen=True)
+class Fit:
+    """How a family's gaps were tested: the blocked model on `residual_df` df (None: a paired t per schedule), Holm
+    over `holm_over` gaps (0: no schedule has two paired seeds, so none is tested), and whether the schedules are
+    ranked by shrunken gaps (else by raw paired means)."""
+
+    residual_df: int | None
+    holm_over: int
+    shrunk: bool
+
+
+@dataclass(frozen=True)
 class ManyToOne:
     """Every schedule's gap to uniform, best paired mean first. `residual_df` is set when the blocked model was used;
     `sd_pair` is the sd of one paired difference (what sizes the seeds still needed), when measured."""
@@ -54,14 +65,11 @@ class ManyToOne:
     sd_pair: float | None
 
     @property
-    def method(self) -> str:
-        ranked = "; ranked by gaps shrunk by their noise (empirical Bayes)" if any(g.shrunk is not None for g in self.gaps) else ""
+    def method(self) -> Fit:
+        shrunk = any(g.shrunk is not None for g in self.gaps)
         if self.residual_df is not None:
-            return f"blocked model (schedule + seed), {self.residual_df} df, Holm over {len(self.gaps)}{ranked}"
-        tested = sum(g.adjusted_p is not None for g in self.gaps)
-        if not tested:
-            return "paired t per schedule; none has two paired seeds yet, so none is tested"
-        return f"paired t per schedule, Holm over {tested}{ranked}"
+            return Fit(self.residual_df, len(self.gaps), shrunk)
+        return Fit(None, sum(g.adjusted_p is not None for g in self.gaps), shrunk)
 
     def gap(self, schedule: str) -> ScheduleGap | None:
         return next((g for g in self.gaps if g.schedule == schedule), None)

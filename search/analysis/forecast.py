@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.analysis.blocked import ManyToOne, many_to_one
+from search.analysis.blocked import Fit, ManyToOne, many_to_one
 from search.analysis.budget import is_served
 from search.analysis.stats import Contrast, pairs_needed
 from search.analysis.verdict import MAX_CONFIRM, Verdict
@@ -47,7 +47,7 @@ class Noise:
     source: str  # NOISE_STATED | NOISE_PAIRED | NOISE_UNIFORM
     study: str | None = None  # the stored study it was measured on
     df: int | None = None  # its degrees of freedom (the blocked model's residual df, or seeds - 1 of uniform)
-    method: str = ""  # NOISE_PAIRED: how the family was fitted (ManyToOne.method)
+    method: Fit | None = None  # NOISE_PAIRED: how the family was fitted (ManyToOne.method)
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,6 @@ class Forecast:
     rounds: bool = False
     rounds_df: int | None = None
     needed: int | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def tokens_per_run(config: StudyConfig) -> int:
@@ -215,14 +212,14 @@ def pilot_speed(study: optuna.Study, pilot: StudyConfig, config: StudyConfig) ->
 def deciding_cost(
     verdict: Verdict, baseline: str, ranking: list[str], held: Mapping[str, int], per_run: int, tokens_per_s: float | None
 ) -> Cost | None:
-    """What the undecided verdict's command (`confirm --top K --seeds N`) still has to train: uniform and the first
-    K of `ranking` (the schedules other than uniform, in the order `confirm --top` takes them) on N confirmation
-    seeds, less those each already ran (`held`: confirmation seeds per schedule; confirm takes its seeds from the
-    first on, so the held ones are among the N). None for a verdict that is not undecided or names no command."""
-    if verdict.kind != "undecided" or verdict.top is None or verdict.seeds_needed is None:
+    """What the undecided verdict's next confirmation (`confirm --top K --seeds N`) still has to train: uniform and
+    the first K of `ranking` (the schedules other than uniform, in the order `confirm --top` takes them) on N
+    confirmation seeds, less those each already ran (`held`: confirmation seeds per schedule; confirm takes its seeds
+    from the first on, so the held ones are among the N). None for a verdict that is not undecided or names none."""
+    if verdict.kind != "undecided" or verdict.next is None:
         return None
-    schedules = [baseline, *ranking[: verdict.top]]
-    runs = sum(max(0, verdict.seeds_needed - held.get(s, 0)) for s in schedules)
+    schedules = [baseline, *ranking[: verdict.next.top]]
+    runs = sum(max(0, verdict.next.seeds - held.get(s, 0)) for s in schedules)
     return cost(runs, per_run, tokens_per_s)
 
 

@@ -24,11 +24,10 @@ schedule picked on other seeds is judged free of that selection.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from prism import Schedule
-from search.analysis.stats import ALPHA, Contrast, p_text, paired_contrast
-from search.analysis.verdict import Verdict
+from search.analysis.stats import ALPHA, Contrast, paired_contrast
 from search.config import StudyConfig
 
 OUTCOMES = ("equivalent", "better", "worse", "undecided")  # a look with one of these ends the experiment
@@ -54,13 +53,6 @@ class Plan:
     def seeds(self) -> list[int]:
         return [self.first_seed + k for k in range(self.looks[-1])]
 
-    def text(self) -> str:
-        looks = "/".join(map(str, self.looks))
-        return (
-            f"{self.schedule} against {self.uniform} on paired seeds from {self.first_seed}, looks at {looks} pairs, "
-            f"margin {self.margin:.4g}, alpha {self.alpha:.4g} split over {len(self.looks)} looks ({self.alpha_per_look:.4g} each)"
-        )
-
 
 @dataclass(frozen=True)
 class Look:
@@ -79,14 +71,6 @@ class Look:
     def interval(self) -> tuple[float, float]:
         return self.contrast.interval(self.level)
 
-    def text(self, plan: Plan) -> str:
-        lo, hi = self.interval
-        return (
-            f"{self.pairs} pairs: {self.contrast.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] ({self.level:.2%} interval), "
-            f"difference p={p_text(self.p_difference)}, equivalence at ±{plan.margin:.4g} p={p_text(self.p_equivalence)}, "
-            f"resolution {self.resolution:.4f}: {self.outcome}"
-        )
-
 
 @dataclass(frozen=True)
 class State:
@@ -102,13 +86,6 @@ class State:
     def outcome(self) -> str:
         """The deciding look's outcome, or "running" while no look has ended the experiment."""
         return self.looks[-1].outcome if self.looks and self.looks[-1].outcome in OUTCOMES else "running"
-
-    def text(self) -> str:
-        if self.outcome == "running":
-            upcoming = next(n for n in self.plan.looks if n > self.pairs)
-            return f"running: {self.pairs} of {upcoming} pairs to the next look ({self.plan.text()})"
-        look = self.looks[-1]
-        return f"{look.outcome} at {look.pairs} pairs ({self.plan.text()})"
 
 
 def read(plan: Plan, diffs: Sequence[float]) -> list[Look]:
@@ -150,41 +127,6 @@ def state(plan: Plan, runs: Mapping[tuple[str, int], float]) -> State:
     looks = read(plan, diffs)
     ended = bool(looks) and looks[-1].outcome in OUTCOMES
     return State(plan, len(diffs), tuple(looks), None if ended else plan.first_seed + len(diffs))
-
-
-def experiment_verdict(now: State) -> Verdict:
-    """The experiment's verdict, in the form every study's first line takes (search.analysis.verdict): the
-    deciding look's, or undecided while it runs (with the last look read, if any)."""
-    plan, look = now.plan, now.looks[-1] if now.looks else None
-    method = f"pre-registered: {plan.text()}"
-    if look is None:
-        return Verdict("undecided", plan.margin, plan.schedule, seeds=tuple(plan.seeds[: now.pairs]), method=method, reason=now.text())
-    lo, hi = look.interval
-    read_at = Verdict(
-        "undecided",
-        plan.margin,
-        plan.schedule,
-        look.contrast.mean,
-        (lo, hi),
-        look.p_difference,
-        look.resolution,
-        seeds=tuple(plan.seeds[: look.pairs]),
-        method=method,
-    )
-    if look.outcome in ("better", "worse"):
-        return replace(read_at, kind=look.outcome)
-    if look.outcome == "equivalent":
-        differs = look.p_difference < plan.alpha_per_look
-        gap = f"{look.contrast.mean:+.4f} [{lo:+.4f}, {hi:+.4f}]"
-        also = f"it also differs from uniform, by {gap} (p={p_text(look.p_difference)}), a gap inside the margin"
-        return replace(
-            read_at,
-            kind="equivalent",
-            adjusted_p=look.p_equivalence,
-            equivalence=((plan.schedule, look.p_equivalence),),
-            reason=also if differs else f"gap {gap} on {look.pairs} pairs",
-        )
-    return replace(read_at, reason=f"{now.text()}; last look: {look.text(plan)}")
 
 
 def plan_of(config: StudyConfig) -> Plan | None:

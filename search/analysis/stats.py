@@ -145,11 +145,3 @@ def paired_gap(diffs: list[float]) -> PairedGap | None:
     """None for no pairs; the interval and p only from MIN_PAIRS pairs on (negative gap = better than uniform)."""
     c = paired_contrast(diffs)
     return None if c is None else PairedGap.of(c)
-
-
-def tokens_text(tokens: float) -> str:
-    """205k, 1.2M: token counts as people say them."""
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(tokens) >= scale:
-            return f"{tokens / scale:.3g}{unit}"
-    return f"{tokens:.0f}"

@@ -11,24 +11,23 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
+from search.analysis.blocked import Fit, ManyToOne, ScheduleGap, many_to_one
 from search.analysis.budget import budget, is_served
 from search.analysis.constraints import is_feasible
 from search.analysis.fidelity import Curve, RungAgreement, pruning_start, rung_fidelity
 from search.analysis.forecast import Cost, study_deciding_cost
 from search.analysis.rounds import Rounds, RoundsProgress, round_seeds, rounds_progress
 from search.analysis.scored import not_finite, scored
-from search.analysis.sequential import Look, Plan, experiment_verdict, plan_of
+from search.analysis.sequential import Look, Plan, plan_of
 from search.analysis.sequential import state as experiment_state
 from search.analysis.stats import PairedGap, paired_gap
-from search.analysis.verdict import Decision, Frozen, Verdict, decide
+from search.analysis.verdict import Decision, Frozen, Verdict, decide, experiment_verdict
 from search.attrs import (
     ATTR_CHECKPOINT_ERROR,
     ATTR_ROUNDS,
@@ -158,7 +157,7 @@ class Summary:
     uniform_noise_floor: float | None = None  # sd of uniform's val loss across baseline seeds, not a gap's noise
     objectives: list[str] = field(default_factory=lambda: ["val_loss"])
     gaps: list[ScheduleGap] = field(default_factory=list)  # every schedule against uniform, best paired mean first
-    method: str = ""  # how `gaps` were computed (blocked model or paired t, and the correction)
+    method: Fit | None = None  # how `gaps` were computed (blocked model or paired t, and the correction)
     references: list[ReferenceRow] = field(default_factory=list)
     pareto: list[ParetoPoint] = field(default_factory=list)  # multi-objective: feasible non-dominated trials
     infeasible: int = 0  # finished trials below search.min_throughput_ratio
@@ -184,16 +183,9 @@ class Summary:
         default_factory=list
     )  # (schedule, seed) pairs whose two runs ran on different kinds of hardware
     verdict_one_kind: Verdict | None = None  # the verdict without them (None: no pair crossed)
-    deciding: Cost | None = None  # undecided: what the verdict's command still trains, at the study's median tokens/s
+    deciding: Cost | None = None  # undecided: what the verdict's next confirmation still trains, at the study's median tokens/s
     left_out: dict[int, str] = field(default_factory=dict)  # trials whose stored attrs cannot be read, and why
     rounds: RoundsProgress | None = None  # search.confirmation = "rounds": how far its confirmation rounds are
-
-    def to_dict(self) -> dict:
-        out: dict[str, Any] = asdict(self)
-        return out | {
-            "verdict": self.verdict.to_dict(),
-            "verdict_one_kind": self.verdict_one_kind.to_dict() if self.verdict_one_kind else None,
-        }
 
     @property
     def is_experiment(self) -> bool:
@@ -446,10 +438,9 @@ def summarize(
         None if plan or config.search.confirmation != "rounds" else study_rounds(study, trials, config, done.searched >= config.n_trials)
     )
     frozen = Frozen(rounds.rounds.pick, frozenset(round_seeds(config, 2)), rounds.over) if rounds else None
-    confirm_cmd = f"prism-search confirm {study.study_name}"
-    decision = decide(runs, baseline, selected_on(trials), config.search.margin, confirm_cmd, frozen)
+    decision = decide(runs, baseline, selected_on(trials), config.search.margin, frozen)
     if rounds and not rounds.over and decision.verdict.kind == "undecided":  # the rounds decide, not a `confirm`
-        decision = replace(decision, verdict=replace(decision.verdict, command=None, seeds_needed=None, top=None))
+        decision = replace(decision, verdict=replace(decision.verdict, next=None))
     experiment = experiment_state(plan, runs) if plan else None
     crossed = crossed_hardware(trials, config, runs)
     if crossed:  # the same verdict read from the pairs whose two runs shared their kind of hardware
@@ -457,7 +448,7 @@ def summarize(
         on_one_kind = (
             experiment_verdict(experiment_state(plan, exact))
             if plan
-            else decide(exact, baseline, selected_on(trials), config.search.margin, confirm_cmd, frozen).verdict
+            else decide(exact, baseline, selected_on(trials), config.search.margin, frozen).verdict
         )
     gaps = list(decision.family.gaps)
     leader = gaps[0] if gaps else None

@@ -7,10 +7,10 @@
   result: a schedule may still be worse than uniform by more than the margin, so it is not equivalence.
 - *equivalent*: every schedule compared is shown within ±margin of uniform (two-sided TOST of each at ALPHA, again
   an intersection-union test).
-- *undecided*: none of these; the verdict says about how many paired seeds would resolve the margin, with the
-  command that trains them.
+- *undecided*: none of these; the verdict says why (`Open`) and about how many paired seeds would resolve the margin
+  (`Confirm`: what `prism-search confirm` would train).
 Every verdict states its resolution (the gap its seeds detect with 80% power), and lists the schedules worse than
-uniform beyond noise after the many-to-one correction.
+uniform beyond noise after the many-to-one correction. Values only: search.text.verdict writes the words.
 """
 
 from __future__ import annotations
@@ -18,12 +18,51 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from search.analysis.blocked import ManyToOne, ScheduleGap, many_to_one
-from search.analysis.stats import ALPHA, POWER, p_text, pairs_needed
+from search.analysis.blocked import Fit, ManyToOne, ScheduleGap, many_to_one
+from search.analysis.sequential import Plan, State
+from search.analysis.stats import ALPHA, Contrast, pairs_needed
 
 TOP_K = 3  # schedules whose TOST is shown, by mean
-MAX_CONFIRM = 5  # at most this many schedules are named in the command that would decide
-SHOWN_WORSE = 3  # the worst schedules the verdict's line names (to_dict lists all)
+MAX_CONFIRM = 5  # at most this many schedules are named in the confirmation that would decide
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """The step that would decide an undecided search: its `top` schedules by mean and uniform on `seeds` paired
+    confirmation seeds each (`prism-search confirm --top --seeds`; search.text writes the command)."""
+
+    top: int
+    seeds: int
+
+
+@dataclass(frozen=True)
+class FrozenTest:
+    """How a study confirmed in rounds tested its frozen pick: on its `seeds` round-2 seeds alone, the blocked model
+    over every run with `df` residual df, Holm over 1 (Frozen)."""
+
+    seeds: int
+    df: int
+
+
+@dataclass(frozen=True)
+class Uncompared:
+    """Why a study is undecided before any schedule has a run paired with uniform: nothing to test yet."""
+
+
+@dataclass(frozen=True)
+class Open:
+    """Why a search is undecided: `count` schedules may still beat uniform by the margin. `best` is the best other
+    schedule by mean, with its contrast over every seed it shares with uniform; `sd_beyond` the sd of one paired
+    difference at which no count of seeds (up to pairs_needed's cap) resolves the margin, else None."""
+
+    best: str
+    contrast: Contrast
+    count: int
+    sd_beyond: float | None = None
+
+
+Method = Fit | FrozenTest | Plan  # how the verdict's test was made: a family's fit, the frozen pick's, an experiment's plan
+Reason = Uncompared | Open | State  # why it is undecided; an experiment's state also says what else its looks found
 
 
 @dataclass(frozen=True)
@@ -36,72 +75,11 @@ class Verdict:
     adjusted_p: float | None = None  # better: Holm over the family; holds: the largest one-sided p; equivalent: largest TOST p
     resolution: float | None = None  # the gap detected with 80% power at `schedule`'s current seeds
     seeds: tuple[int, ...] = ()  # the seeds the verdict on `schedule` was judged on
-    method: str = ""
+    method: Method | None = None  # how its test was made (None: nothing was tested)
     equivalence: tuple[tuple[str, float], ...] = ()  # (schedule, TOST p at the margin) of the top TOP_K by mean
     worse: tuple[tuple[str, float, float], ...] = ()  # (schedule, gap, Holm-adjusted p): worse beyond noise
-    seeds_needed: int | None = None  # undecided: paired seeds per schedule that would resolve the margin
-    top: int | None = None  # undecided: how many schedules `command` confirms (with uniform) on those seeds
-    command: str | None = None  # undecided: what trains them
-    reason: str = ""  # undecided: why, in words; equivalent: what else the test found, if anything
-
-    def text(self) -> str:
-        """The first line of `status`, `best`, the dashboard and the report."""
-        m = f"{self.margin:.4g}"
-        if self.kind == "better":
-            lo, hi = self.interval or (float("nan"), float("nan"))
-            head = (
-                f"better: {self.schedule} beats uniform by {self.effect:+.4f} [{lo:+.4f}, {hi:+.4f}] on {len(self.seeds)} seeds it "
-                f"was not selected on (adjusted p={p_text(self.adjusted_p)}; {self.method})"
-            )
-        elif self.kind == "worse":  # a pre-registered experiment's outcome (search.analysis.sequential)
-            lo, hi = self.interval or (float("nan"), float("nan"))
-            head = (
-                f"worse: {self.schedule} loses to uniform by {self.effect:+.4f} [{lo:+.4f}, {hi:+.4f}] on {len(self.seeds)} seeds "
-                f"(p={p_text(self.adjusted_p)}; {self.method})"
-            )
-        elif self.kind == "holds":
-            tost = ", ".join(f"{s} p={p_text(p)}" for s, p in self.equivalence)
-            head = (
-                f"uniform holds at margin {m}: none of the schedules compared beats it by {m} or more (one-sided tests, largest "
-                f"p={p_text(self.adjusted_p)}; {self.method}); not shown equivalent: two-sided TOST at ±{m}: {tost}"
-            )
-        elif self.kind == "equivalent":
-            tost = ", ".join(f"{s} p={p_text(p)}" for s, p in self.equivalence)
-            head = f"equivalent: every schedule compared is within ±{m} of uniform (two-sided TOST, largest p={p_text(self.adjusted_p)}"
-            head += f"; {self.method})" + (f"; closest by mean: {tost}" if tost else "")
-        else:
-            head = f"undecided at margin {m}: {self.reason}"
-        if self.kind == "equivalent" and self.reason:  # a pre-registered experiment: what else its test found
-            head += f"; {self.reason}"
-        if self.resolution is not None:
-            head += f"; resolution {self.resolution:.4f} ({POWER:.0%} power)"
-        if self.command:
-            head += f"; about {self.seeds_needed} paired seeds per schedule resolve the margin: run `{self.command}`"
-        if self.worse:
-            worst = sorted(self.worse, key=lambda w: -w[1])[:SHOWN_WORSE]
-            named = ", ".join(f"{s} {g:+.4f} (adjusted p={p_text(p)})" for s, g, p in worst)
-            more = f"; worst: {named}" if len(self.worse) > SHOWN_WORSE else f": {named}"
-            head += f"; {len(self.worse)} worse than uniform beyond noise{more}"
-        return head
-
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "schedule": self.schedule,
-            "effect": self.effect,
-            "interval": list(self.interval) if self.interval else None,
-            "adjusted_p": self.adjusted_p,
-            "margin": self.margin,
-            "resolution": self.resolution,
-            "seeds": list(self.seeds),
-            "method": self.method,
-            "equivalence": [{"schedule": s, "tost_p": p} for s, p in self.equivalence],
-            "worse": [{"schedule": s, "effect": g, "adjusted_p": p} for s, g, p in self.worse],
-            "seeds_needed": self.seeds_needed,
-            "top": self.top,
-            "command": self.command,
-            "text": self.text(),
-        }
+    next: Confirm | None = None  # undecided: the confirmation that would resolve the margin (None: none would, or the rounds decide)
+    reason: Reason | None = None  # undecided: why; an experiment's: where it stands (what else its test found, if equivalent)
 
 
 @dataclass(frozen=True)
@@ -136,12 +114,10 @@ def decide(
     control: str,
     selected_on: Mapping[str, set[int]],
     margin: float,
-    confirm_command: str = "prism-search confirm STUDY",
     frozen: Frozen | None = None,
 ) -> Decision:
     """`runs`: val loss per (schedule, seed), every role; `selected_on`: the seeds each schedule was picked on (a
-    search trial's seed); `confirm_command`: `confirm` for this study, to which --top and --seeds are added;
-    `frozen`: a study confirmed in rounds, whose "better" is the frozen pick's test alone."""
+    search trial's seed); `frozen`: a study confirmed in rounds, whose "better" is the frozen pick's test alone."""
     family = many_to_one(runs, control)
     fresh = many_to_one({k: v for k, v in runs.items() if k[1] not in selected_on.get(k[0], set())}, control)
     worse = tuple(
@@ -150,7 +126,7 @@ def decide(
         if g.adjusted_p is not None and g.adjusted_p < ALPHA and g.contrast.mean > 0
     )
     if not family.gaps:
-        return Decision(Verdict("undecided", margin, reason="no schedule has been compared with uniform yet"), family, fresh)
+        return Decision(Verdict("undecided", margin, reason=Uncompared()), family, fresh)
     if frozen is not None:
         if (test := _frozen_test(runs, control, frozen)) is not None:
             gap, method = test
@@ -173,12 +149,12 @@ def decide(
             kind, p = ("equivalent", max(tosts)) if max(tosts) < ALPHA else ("holds", max(p_beats))
             verdict = _about(kind, margin, best, family.method, p, equivalence=equivalence, worse=worse)
             return Decision(verdict, family, fresh)
-    return Decision(_undecided(family, fresh, best, margin, worse, confirm_command), family, fresh)
+    return Decision(_undecided(family, fresh, best, margin, worse), family, fresh)
 
 
-def _frozen_test(runs: Mapping[tuple[str, int], float], control: str, frozen: Frozen) -> tuple[ScheduleGap, str] | None:
-    """The frozen pick's gap on its post-freeze seeds when it beats uniform there (p < ALPHA, Holm over 1), with the
-    method's words; None otherwise."""
+def _frozen_test(runs: Mapping[tuple[str, int], float], control: str, frozen: Frozen) -> tuple[ScheduleGap, FrozenTest] | None:
+    """The frozen pick's gap on its post-freeze seeds when it beats uniform there (p < ALPHA, Holm over 1), with how
+    it was tested; None otherwise."""
     if frozen.pick is None or not frozen.ready:
         return None
     label = FROZEN_LABEL.format(frozen.pick)
@@ -187,27 +163,13 @@ def _frozen_test(runs: Mapping[tuple[str, int], float], control: str, frozen: Fr
     gap = pooled.gap(label)
     if gap is None or not gap.contrast.measured or not (gap.contrast.p < ALPHA and gap.contrast.mean < 0):
         return None
-    method = (
-        f"frozen after confirmation round 1, tested on its {len(gap.seeds)} round-2 seeds alone: blocked model (schedule + seed) "
-        f"over every run, {gap.contrast.df} df, Holm over 1"
-    )
-    return replace(gap, schedule=frozen.pick), method
+    return replace(gap, schedule=frozen.pick), FrozenTest(len(gap.seeds), gap.contrast.df)
 
 
-def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: float, worse: tuple, confirm_command: str) -> Verdict:
+def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: float, worse: tuple) -> Verdict:
     open_ = [g for g in family.gaps if not g.contrast.measured or g.contrast.p_not_better_by(margin) >= ALPHA]
-    c = best.contrast
-    if c.measured:
-        lo, hi = c.interval()
-        reason = f"best other schedule by mean {best.schedule} {c.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] on {c.n} seed{'s' * (c.n != 1)}"
-    else:
-        reason = f"best other schedule by mean {best.schedule} {c.mean:+.4f} on {c.n} seed{'s' * (c.n != 1)}, noise not measured"
-    reason += f"; {len(open_)} schedule{'s' * (len(open_) != 1)} may still beat uniform by {margin:.4g} or more"
     needed = pairs_needed(family.sd_pair, margin) if family.sd_pair else None
-    if family.sd_pair and needed is None:
-        reason += f" (the margin is below what seeds resolve at paired sd {family.sd_pair:.4f})"
-    seeds, top = (needed if needed is not None else 3), min(len(open_), MAX_CONFIRM)
-    command = f"{confirm_command} --top {top} --seeds {seeds}" if open_ else None
+    beyond = family.sd_pair if family.sd_pair and needed is None else None
     fresh_best = fresh.gap(best.schedule)
     return _about(
         "undecided",
@@ -217,14 +179,12 @@ def _undecided(family: ManyToOne, fresh: ManyToOne, best: ScheduleGap, margin: f
         best.adjusted_p,
         seeds=fresh_best.seeds if fresh_best else (),
         worse=worse,
-        seeds_needed=seeds if command else None,
-        top=top if command else None,
-        command=command,
-        reason=reason,
+        next=Confirm(min(len(open_), MAX_CONFIRM), needed if needed is not None else 3) if open_ else None,
+        reason=Open(best.schedule, best.contrast, len(open_), beyond),
     )
 
 
-def _about(kind: str, margin: float, gap: ScheduleGap, method: str, adjusted_p: float | None, **rest) -> Verdict:
+def _about(kind: str, margin: float, gap: ScheduleGap, method: Method, adjusted_p: float | None, **rest) -> Verdict:
     """A verdict about `gap`'s schedule: its effect, interval and resolution where its noise is measured."""
     c = gap.contrast
     fields = {"seeds": gap.seeds} | rest
@@ -239,3 +199,28 @@ def _about(kind: str, margin: float, gap: ScheduleGap, method: str, adjusted_p: 
         method=method,
         **fields,
     )
+
+
+def experiment_verdict(now: State) -> Verdict:
+    """A pre-registered experiment's verdict (search.analysis.sequential), in the form every study's first line
+    takes: the deciding look's, or undecided while it runs (with the last look read, if any)."""
+    plan, look = now.plan, now.looks[-1] if now.looks else None
+    if look is None:
+        return Verdict("undecided", plan.margin, plan.schedule, seeds=tuple(plan.seeds[: now.pairs]), method=plan, reason=now)
+    read_at = Verdict(
+        "undecided",
+        plan.margin,
+        plan.schedule,
+        look.contrast.mean,
+        look.interval,
+        look.p_difference,
+        look.resolution,
+        seeds=tuple(plan.seeds[: look.pairs]),
+        method=plan,
+        reason=now,
+    )
+    if look.outcome in ("better", "worse"):
+        return replace(read_at, kind=look.outcome)
+    if look.outcome == "equivalent":
+        return replace(read_at, kind="equivalent", adjusted_p=look.p_equivalence, equivalence=((plan.schedule, look.p_equivalence),))
+    return read_at

@@ -78,10 +78,11 @@ def _train(study: Study, train: Callable[[StudyProgress], Summary]) -> None:
 def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None = None) -> None:
     """The verdict first, then the study table (the schedules' gaps to uniform, references, rung fidelity, where
     the policies stand), the confirmation table and the warnings."""
-    from search.analysis import MIN_CURVES, tokens_text
+    from search.analysis import MIN_CURVES
     from search.text import (
         best_how,
         best_label,
+        confirm_line,
         crossed_text,
         driver_gone_text,
         failed_text,
@@ -89,15 +90,18 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
         gap_report_text,
         gap_text,
         look_texts,
+        method_text,
         not_finite_text,
         pruning_text,
         rounds_text,
         rung_text,
+        tokens_text,
         unsaved_text,
+        verdict_text,
         warnings,
     )
 
-    console.print(Text(f"{s.name}: {s.verdict.text()}"), soft_wrap=True)
+    console.print(Text(f"{s.name}: {verdict_text(s.verdict, s.name)}"), soft_wrap=True)
     table = Table(title=f"study {s.name}", show_header=False)
     counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
     confirmation = f", + {s.confirmation_runs} confirmation runs" if s.confirmation_runs else ""
@@ -118,7 +122,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
     )
     table.add_row("gap to uniform", gap_text(s))
     if s.method:
-        table.add_row("gaps computed by", s.method)
+        table.add_row("gaps computed by", method_text(s.method))
     for gap in s.gaps[:TOP_GAPS]:
         table.add_row(f"  {gap.schedule}", _gap_row(gap))
     if len(s.gaps) > TOP_GAPS:
@@ -160,8 +164,8 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
         table.add_row("deciding costs", _cost_text(s.deciding, "this study's median run"))
     if wall_s is not None:
         table.add_row("wall time", f"{wall_s:.1f} s")
-    if wall_s is not None and s.verdict.command:
-        table.add_row("next", f"train the seeds that decide: {s.verdict.command}")
+    if wall_s is not None and s.verdict.next:
+        table.add_row("next", f"train the seeds that decide: {confirm_line(s.name, s.verdict.next.top, s.verdict.next.seeds)}")
     console.print(table)
     if s.confirmation:
         _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")
@@ -171,7 +175,7 @@ def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None =
 
 def _cost_text(c: Cost, speed: str) -> str:
     """Runs, tokens and hours of training one run at a time, at the tokens/s that `speed` names."""
-    from search.analysis import tokens_text
+    from search.text import tokens_text
 
     text = f"{c.runs} runs, {tokens_text(c.tokens)} training tokens"
     if c.hours is None or c.tokens_per_s is None:
@@ -314,18 +318,18 @@ def plan(
 ) -> None:
     """Forecast what a verdict at the margin costs (paired seeds, runs, tokens, hours) before any compute."""
     from search.study import Study
-    from search.text import forecast_command
+    from search.text import forecast_json
 
     f = Study.create(study_file, storage=storage).forecast(noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
     if as_json:
-        print(json_text(f.to_dict() | {"confirm_command": forecast_command(f)}, indent=2))
+        print(json_text(forecast_json(f), indent=2))
         return
     _print_forecast(f)
 
 
 def _print_forecast(f: Forecast) -> None:
-    from search.analysis import NOISE_PAIRED, NOISE_STATED, tokens_text
-    from search.text import forecast_command
+    from search.analysis import NOISE_PAIRED, NOISE_STATED
+    from search.text import forecast_command, method_text, tokens_text
 
     m = f"{f.margin:.4g}"
     then = "two confirmation rounds" if f.rounds else f"confirm the top {f.top} on fresh seeds"
@@ -335,7 +339,7 @@ def _print_forecast(f: Forecast) -> None:
     if n.source == NOISE_STATED:
         where = "stated (--sd)"
     elif n.source == NOISE_PAIRED:
-        where = f"the paired runs of study {n.study} ({n.method})"
+        where = f"the paired runs of study {n.study} ({method_text(n.method)})"
     else:
         where = (
             f"sqrt 2 x uniform's sd across the {(n.df or 0) + 1} seeds of study {n.study}: no schedule has paired seeds there, so "
@@ -366,12 +370,14 @@ def _print_forecast(f: Forecast) -> None:
 
 def _rounds_rows(f: Forecast, pairs: int, resolution: float) -> tuple[str, str]:
     """The seeds and confirm rows of a study confirmed in rounds: its runs are fixed; what its test resolves here."""
+    from search.text import confirm_line
+
     m = f"{f.margin:.4g}"
     resolves = (
         f"resolves the margin {m}"
         if resolution <= f.margin
-        else f"does not resolve the margin {m} at this noise: it needs {f.needed} paired seeds, `prism-search confirm {f.study} "
-        f"--top 1 --seeds {f.needed}` after the rounds"
+        else f"does not resolve the margin {m} at this noise: it needs {f.needed} paired seeds, `{confirm_line(f.study, 1, f.needed)}` "
+        "after the rounds"
         if f.needed
         else f"does not resolve the margin {m} at this noise, nor would any number of seeds up to 1,000"
     )
@@ -419,14 +425,15 @@ def confirm(
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
     from search.cli.progress import Progress
     from search.study import Study, StudyInterrupted
+    from search.text import confirm_line
 
     study = Study.load(name, storage=storage)
     try:
         rows = study.confirm(top, seeds, workers=workers, address=address, track=track or (), progress=Progress(console=console))
     except StudyInterrupted as interrupt:
         raise _Interrupted(
-            f"interrupted: the confirmation runs finished so far are stored; run `prism-search confirm {name} --top {top} "
-            f"--seeds {seeds} --storage {mask_url(study.storage)}` again to train the rest"
+            f"interrupted: the confirmation runs finished so far are stored; run `{confirm_line(name, top, seeds)} "
+            f"--storage {mask_url(study.storage)}` again to train the rest"
         ) from interrupt
     _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
 
@@ -460,7 +467,7 @@ def best(
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
     from search.study import Study
-    from search.text import best_json, gap_text
+    from search.text import best_json, gap_text, verdict_text
 
     s = Study.load(name, storage=storage).summary()
     if s.best_schedule is None:
@@ -468,7 +475,7 @@ def best(
     if as_json:
         print(best_json(s))
         return
-    print(f"verdict\t{s.verdict.text()}")
+    print(f"verdict\t{verdict_text(s.verdict, s.name)}")
     print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {gap_text(s)}")
     for point in s.pareto:
         print(

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from datetime import datetime
 
-from search.analysis.stats import MIN_CURVES, RELIABLE_RHO, tokens_text
+from search.analysis.stats import MIN_CURVES, RELIABLE_RHO
 from search.analysis.summary import pareto_front
 from search.attrs import ROLE_BASELINE, ROLE_REFERENCE, ROLE_SEARCH
 from search.dashboard.views import (
@@ -26,7 +26,7 @@ from search.dashboard.views import (
     speed_of,
 )
 from search.outputs import jsonout
-from search.text import rung_text
+from search.text import rung_text, tokens_text
 
 ROLE_STYLE = {  # marker symbol, colour, size
     ROLE_BASELINE: ("star", "#111111", 14),

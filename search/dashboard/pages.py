@@ -14,9 +14,9 @@ import jinja2
 import plotly.offline
 
 from search import text
-from search.analysis.stats import tokens_text
 from search.dashboard import figures as figs
 from search.dashboard.views import StudyView, TrialRow, loss_key, same_budget_gap
+from search.text import tokens_text
 
 REFRESH_MS = 5000
 _TITLES = {

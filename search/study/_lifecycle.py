@@ -40,7 +40,7 @@ from search.study.policy import StopWhenExhausted, first_stop, search_policies
 from search.study.pruning import make_stopping
 from search.study.rounds import rounds_left, run_rounds
 from search.study.samplers import narrowed, reachable_target
-from search.text import corpus_text
+from search.text import corpus_text, state_text
 
 if TYPE_CHECKING:
     from prism.data import CorpusFacts
@@ -124,7 +124,7 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
     done = budget(study.get_trials(deepcopy=False), config.seed)
     plan = plan_of(config)
     if plan is not None and (decided := current(study, config, plan)).next_seed is None:
-        progress.note(f"experiment {config.name} has ended: {decided.text()}; nothing to run")
+        progress.note(f"experiment {config.name} has ended: {state_text(decided)}; nothing to run")
         return None
     policies = search_policies(config, ctx.family)
     full = first_stop(policies, done)

@@ -27,6 +27,7 @@ from search.runner.context import StudyContext
 from search.storage.records import enqueue, failed_for_good, run_of, stored_config
 from search.study.pruning import make_pruner
 from search.study.samplers import make_sampler
+from search.text import resume_line
 
 if TYPE_CHECKING:
     from prism import Schedule
@@ -87,7 +88,7 @@ def open_study(
         if differ := _differences(_comparable(previous), _comparable(config)):
             raise PrismSearchError(
                 f"study {config.name!r} exists with another {', '.join(differ[:4])}{' ...' if len(differ) > 4 else ''}: what "
-                f"its trials measure cannot change; use `prism-search resume {config.name}`, give the study a new name, "
+                f"its trials measure cannot change; use `{resume_line(config.name)}`, give the study a new name, "
                 f"or `prism-search delete {config.name}` first"
             )
         check_same_corpus(study, fingerprint, fix="use a new study name")

@@ -19,6 +19,7 @@ from search.config import StudyConfig
 from search.runner.context import StudyContext
 from search.storage.records import enqueue
 from search.study.policy import Sequential
+from search.text import state_text
 
 
 def current(study: optuna.Study, config: StudyConfig, plan: Plan) -> State:
@@ -42,12 +43,12 @@ def run_experiment(ctx: StudyContext, plan: Plan, progress=None) -> State:
     while (now := current(ctx.study, ctx.config, plan)).next_seed is not None:
         left = queue_pair(ctx, plan, now.next_seed)
         if progress is not None:
-            progress.note(now.text())
+            progress.note(state_text(now))
         trained = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed).trained
         # a driver per pair: its failure count (search.max_failed_trials) is per pair, while MAX_TRIES (search.study.policy.sequential)
         # bounds the tries of each run; one driver for all pairs would stop dispatching yet leave the pair queued
         driver = Driver(ctx, progress, stopping=make_stopping(ctx))
         driver.run(trained + left, n_workers=2, queued_only=True)
     if progress is not None:
-        progress.note(now.text())
+        progress.note(state_text(now))
     return now

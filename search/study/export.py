@@ -52,7 +52,7 @@ def chosen_schedule(study: optuna.Study, config: StudyConfig, which: str) -> tup
     """(schedule, what chose it) for `export --schedule`: `best` (lowest mean val loss, as `status` names it),
     `verdict` (the schedule the verdict found better than uniform; uniform itself when none was) or a trial number."""
     from search.analysis import summarize
-    from search.text import best_how
+    from search.text import best_how, verdict_text
 
     if which.isdigit():
         trials = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -67,8 +67,8 @@ def chosen_schedule(study: optuna.Study, config: StudyConfig, which: str) -> tup
     if which == "verdict":
         verdict = summary.verdict
         if verdict.kind == "better" and verdict.schedule:
-            return verdict.schedule, f"verdict: {verdict.text()}"
-        return summary.baseline_schedule, f"verdict: {verdict.text()} (no schedule beat uniform: the uniform baseline)"
+            return verdict.schedule, f"verdict: {verdict_text(verdict, summary.name)}"
+        return summary.baseline_schedule, f"verdict: {verdict_text(verdict, summary.name)} (no schedule beat uniform: the uniform baseline)"
     raise PrismSearchError(f"--schedule {which!r}: use best, verdict or a trial number")
 
 

@@ -15,7 +15,7 @@ from search.errors import PrismSearchError
 from search.runner.context import StudyContext
 from search.runner.progress import StudyProgress
 from search.study.confirmation import queue_missing, train_queued
-from search.text import round_skipped_text, round_started_text
+from search.text import resume_line, round_skipped_text, round_started_text
 
 
 def rounds_left(study: optuna.Study, config: StudyConfig) -> bool:
@@ -32,7 +32,7 @@ def check_confirmable(study: optuna.Study, config: StudyConfig) -> None:
     if rounds_left(study, config):
         raise PrismSearchError(
             f'study {config.name!r} confirms in rounds (search.confirmation = "rounds") and they are not over; a `confirm` now '
-            f"would train the seeds its pick must not be selected on (fix: `prism-search resume {config.name}` trains the rounds; "
+            f"would train the seeds its pick must not be selected on (fix: `{resume_line(config.name)}` trains the rounds; "
             "confirm after them)"
         )
 

@@ -54,7 +54,7 @@ class Study:
     A stored study (`prism-search run` made it, or `Study.run`) is read back by name::
 
         study = Study.load("quickstart")            # storage: sqlite:///prism_search.db
-        print(study.verdict().text())
+        print(verdict_text(study.verdict(), study.name))  # from search import verdict_text
         study.confirm(top=1, seeds=3)               # fresh seeds for the best schedule and uniform
     """
 

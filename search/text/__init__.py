@@ -4,8 +4,10 @@ Analysis returns typed values; the English, and the command to run next, are wri
 so the CLI and the dashboard say the same thing.
 """
 
+from search.text.commands import confirm_line, resume_line
 from search.text.fidelity import agreement_text, rung_text, rung_warning
-from search.text.stats import paired_gap_text
+from search.text.sequential import look_text, plan_text, state_text
+from search.text.stats import paired_gap_text, tokens_text
 from search.text.summary import (
     best_how,
     best_json,
@@ -18,6 +20,7 @@ from search.text.summary import (
     failed_trial_text,
     fidelity_warnings,
     forecast_command,
+    forecast_json,
     gap_report_text,
     gap_text,
     look_texts,
@@ -30,6 +33,7 @@ from search.text.summary import (
     unsaved_text,
     warnings,
 )
+from search.text.verdict import method_text, reason_text, verdict_json, verdict_text
 
 __all__ = [
     "agreement_text",
@@ -37,6 +41,7 @@ __all__ = [
     "best_json",
     "best_label",
     "confirm_command",
+    "confirm_line",
     "corpus_text",
     "crossed_text",
     "driver_gone_text",
@@ -44,18 +49,28 @@ __all__ = [
     "failed_trial_text",
     "fidelity_warnings",
     "forecast_command",
+    "forecast_json",
     "gap_report_text",
     "gap_text",
+    "look_text",
     "look_texts",
+    "method_text",
     "not_finite_text",
     "paired_gap_text",
+    "plan_text",
     "pruning_text",
+    "reason_text",
+    "resume_line",
     "round_skipped_text",
     "round_started_text",
     "rounds_text",
     "rung_text",
     "rung_warning",
+    "state_text",
     "summary_json",
+    "tokens_text",
     "unsaved_text",
+    "verdict_json",
+    "verdict_text",
     "warnings",
 ]

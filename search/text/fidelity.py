@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from search.analysis.fidelity import RELIABLE_RHO, Agreement, RungAgreement
-from search.analysis.stats import p_text, tokens_text
+from search.analysis.stats import p_text
+from search.text.stats import tokens_text
 
 
 def agreement_text(a: Agreement) -> str:

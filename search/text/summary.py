@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from prism.data import CorpusFacts
-from search.analysis import Forecast, PairedGap, Summary, tokens_text
+from search.analysis import Forecast, PairedGap, Summary
 from search.analysis.rounds import N_ROUNDS, Rounds, RoundsProgress
 from search.analysis.summary import DriverGone, FailedRun, GapReport, NotFinite, PruningStart, Unsaved
 from search.outputs import jsonout
+from search.text.commands import confirm_line, resume_line
 from search.text.fidelity import agreement_text, rung_warning
-from search.text.stats import paired_gap_text
+from search.text.sequential import look_text
+from search.text.stats import paired_gap_text, tokens_text
+from search.text.verdict import method_text, verdict_json, verdict_text
 
 LOOKS_DECIDE = "the pre-registered test decides at its looks"
 
@@ -18,14 +22,15 @@ LOOKS_DECIDE = "the pre-registered test decides at its looks"
 def confirm_command(s: Summary) -> str:
     """What measures the best's noise: confirmation seeds, or an experiment's own next pairs."""
     if s.is_experiment:
-        return f"prism-search resume {s.name}"
-    return s.verdict.command or f"prism-search confirm {s.name} --top 1 --seeds 3"  # one command everywhere
+        return resume_line(s.name)
+    step = s.verdict.next
+    return confirm_line(s.name, step.top, step.seeds) if step else confirm_line(s.name, 1, 3)  # one command everywhere
 
 
 def forecast_command(f: Forecast) -> str | None:
     """What trains a forecast's confirmation: its `top` schedules and uniform on `pairs` fresh seeds (None for a study
     confirmed in rounds: `run` trains them)."""
-    return None if f.pairs is None or f.rounds else f"prism-search confirm {f.study} --top {f.top} --seeds {f.pairs}"
+    return None if f.pairs is None or f.rounds else confirm_line(f.study, f.top, f.pairs)
 
 
 def best_label(s: Summary) -> str:
@@ -126,7 +131,7 @@ def failed_text(s: Summary) -> str:
     (search.study.create)."""
     runs = "; ".join(f"{r.role} {r.schedule} seed {r.seed} (trial {r.number}: {_error(r)})" for r in s.failed_runs)
     return (
-        f"{runs}; not queued again by `run`: `prism-search resume {s.name}` "
+        f"{runs}; not queued again by `run`: `{resume_line(s.name)}` "
         "queues them once more (a divergence repeats: that needs a new study with other train settings)"
     )
 
@@ -155,7 +160,7 @@ def driver_gone_text(gone: DriverGone, name: str) -> str:
     numbers, them = ", ".join(map(str, gone.numbers)), "them" if len(gone.numbers) > 1 else "it"
     return (
         f"trial{'s' if len(gone.numbers) > 1 else ''} {numbers} RUNNING, but {why}: nothing trains {them}; "
-        f"`prism-search resume {name}` runs {them} again"
+        f"`{resume_line(name)}` runs {them} again"
     )
 
 
@@ -168,7 +173,7 @@ def unsaved_text(rows: list[Unsaved], shown: int) -> str:
 def crossed_text(s: Summary) -> str:
     pairs = s.crossed_pairs
     listed = ", ".join(f"{schedule} seed {seed}" for schedule, seed in pairs)
-    without = s.verdict_one_kind.text() if s.verdict_one_kind else "n/a"
+    without = verdict_text(s.verdict_one_kind, s.name) if s.verdict_one_kind else "n/a"
     return f"{len(pairs)} pair{'s' if len(pairs) > 1 else ''} ({listed}) ran on two kinds of hardware; without them: {without}"
 
 
@@ -184,7 +189,7 @@ def pruning_text(start: PruningStart) -> str:
 
 def look_texts(s: Summary) -> list[str]:
     """A pre-registered experiment's looks read so far, one line each."""
-    return [look.text(s.plan) for look in s.looks or []] if s.plan else []
+    return [look_text(look, s.plan) for look in s.looks or []] if s.plan else []
 
 
 def fidelity_warnings(s: Summary) -> list[str]:
@@ -209,8 +214,13 @@ def warnings(s: Summary) -> list[str]:
 
 def summary_json(s: Summary) -> dict:
     """`status --json`'s object for the study: every field, and the words the table shows beside them."""
+    said = {
+        "method": method_text(s.method),
+        "verdict": verdict_json(s.verdict, s.name),
+        "verdict_one_kind": verdict_json(s.verdict_one_kind, s.name) if s.verdict_one_kind else None,
+    }
     words = {"gap_text": gap_text(s), "look_texts": look_texts(s), "fidelity_warnings": fidelity_warnings(s), "warnings": warnings(s)}
-    return s.to_dict() | words
+    return asdict(s) | said | words
 
 
 def best_json(s: Summary) -> str:
@@ -220,3 +230,9 @@ def best_json(s: Summary) -> str:
     keys = ("verdict", "best_schedule", "best_value", "best_seeds", "best_number", "baseline_schedule", "baseline_value")
     best = {"study": s.name} | {k: full[k] for k in keys} | {"gap_text": full["gap_text"], "pareto": full["pareto"]}
     return jsonout.dumps(best, indent=2)
+
+
+def forecast_json(f: Forecast) -> dict:
+    """`plan --json`: every field of the forecast, how its noise was fitted in words, and the confirm command."""
+    noise = asdict(f.noise) | {"method": method_text(f.noise.method)}
+    return asdict(f) | {"noise": noise, "confirm_command": forecast_command(f)}

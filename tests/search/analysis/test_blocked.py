@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from search.analysis.blocked import many_to_one
+from search.analysis.blocked import Fit, many_to_one
 
 UNIFORM = "2x6"
 
@@ -39,7 +39,7 @@ def test_seed_effects_cancel_and_many_to_one_is_holm_corrected():
     gap once seeds are blocks; ten null schedules stay inside the noise after Holm."""
     effects = {UNIFORM: 0.0, "worse": 0.03} | {f"null{k}": 0.0 for k in range(10)}
     family = many_to_one(_runs(effects, [0, 1, 2], seed_effect=0.2), UNIFORM)
-    assert family.method.startswith("blocked model") and family.residual_df == 22
+    assert family.method == Fit(22, 11, True) and family.residual_df == 22
     worse = family.gap("worse")
     assert worse.contrast.mean == pytest.approx(0.03, abs=0.01) and worse.adjusted_p < 0.05
     assert all(g.adjusted_p >= 0.05 for g in family.gaps if g.schedule.startswith("null"))
@@ -68,7 +68,7 @@ def test_two_residual_df_are_enough_for_the_blocked_model_and_one_is_not():
     assert three.residual_df == 2 and three.gap("a").contrast.df == 2 and three.gap("a").contrast.measured
     two = many_to_one(_runs({UNIFORM: 0.0, "a": 0.01}, [0, 1]), UNIFORM)
     assert two.residual_df is None and not two.gap("a").contrast.measured
-    assert two.method == "paired t per schedule; none has two paired seeds yet, so none is tested"
+    assert two.method == Fit(None, 0, False)  # "paired t per schedule; none has two paired seeds yet, so none is tested"
 
 
 def test_one_seed_each_falls_back_to_paired_t_with_no_noise_measured():

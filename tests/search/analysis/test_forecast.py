@@ -30,10 +30,10 @@ from search.analysis.forecast import (
     study_deciding_cost,
 )
 from search.analysis.summary import summarize
-from search.analysis.verdict import Verdict
+from search.analysis.verdict import Confirm, Verdict
 from search.attrs import DUPLICATE_ATTR, ROLE, ROLE_CONFIRM, SCHEDULE, SEED, TOKENS_PER_S
 from search.config import load_config
-from search.text import forecast_command
+from search.text import forecast_command, forecast_json, summary_json
 from tests.search.analysis.test_summary import UNIFORM, add, make_study
 
 TINY_TOKENS = 60 * 8 * 32  # studies/tiny.toml: steps x batch x block
@@ -60,7 +60,8 @@ def test_tiny_at_the_bench_main_noise_by_hand(tiny_config):
     assert f.total == cost(53, TINY_TOKENS, 15360)
     assert f.total.tokens == 53 * 15360 and f.total.hours == pytest.approx(53 / 3600)
     assert forecast_command(f) == "prism-search confirm tiny --top 5 --seeds 8"
-    assert f.to_dict()["noise"]["sd_pair"] == 0.008
+    assert forecast_json(f)["noise"] == {"sd_pair": 0.008, "source": NOISE_STATED, "study": None, "df": None, "method": ""}
+    assert forecast_json(f)["confirm_command"] == forecast_command(f)
 
 
 def test_a_study_confirmed_in_rounds_forecasts_its_rounds_and_what_their_test_detects(tiny_config):
@@ -112,7 +113,7 @@ def test_uniform_alone_gives_sqrt_2_times_its_sd_across_seeds():
 
 def test_the_cost_of_deciding_counts_only_the_runs_still_to_train():
     """--top 2 --seeds 5 with uniform and `a` holding 2 confirmation seeds each: 3 + 3 + 5 runs."""
-    verdict = Verdict("undecided", 0.01, seeds_needed=5, top=2, command="prism-search confirm s --top 2 --seeds 5")
+    verdict = Verdict("undecided", 0.01, next=Confirm(2, 5))
     c = deciding_cost(verdict, "u", ["a", "b", "c"], {"u": 2, "a": 2, "c": 4}, 1000, 2000.0)
     assert c == cost(11, 1000, 2000.0) and c.hours == pytest.approx(11 * 1000 / 2000 / 3600)
     assert deciding_cost(Verdict("holds", 0.01), "u", ["a"], {}, 1000, 2000.0) is None
@@ -136,14 +137,14 @@ def test_an_undecided_study_says_what_deciding_costs_at_its_median_speed(tiny_co
         add(study, schedule, seed, loss, role=role, tokens_per_s=next(speeds))
     s = summarize(study)
     v = s.verdict
-    assert v.kind == "undecided" and v.top is not None and v.seeds_needed is not None
-    assert v.command == f"prism-search confirm known --top {v.top} --seeds {v.seeds_needed}"
+    assert v.kind == "undecided" and v.next is not None
+    assert summary_json(s)["verdict"]["command"] == f"prism-search confirm known --top {v.next.top} --seeds {v.next.seeds}"
     ranking = [g.schedule for g in s.gaps]
     held = {UNIFORM: 2, "4x3": 2}
-    runs = sum(v.seeds_needed - held.get(schedule, 0) for schedule in [UNIFORM, *ranking[: v.top]])
+    runs = sum(v.next.seeds - held.get(schedule, 0) for schedule in [UNIFORM, *ranking[: v.next.top]])
     median = statistics.median([900.0, 1000.0, 1100.0, 1200.0, 800.0, 1000.0, 1050.0, 990.0])
     assert s.deciding == cost(runs, TINY_TOKENS, median)
-    assert s.to_dict()["deciding"]["runs"] == runs
+    assert summary_json(s)["deciding"]["runs"] == runs
 
 
 def test_the_forecast_assumes_confirms_own_default_top():
@@ -191,16 +192,12 @@ def test_two_uniform_seeds_measure_the_noise_and_identical_ones_do_not():
 
 
 def test_deciding_costs_nothing_without_an_undecided_verdict_naming_top_and_seeds():
-    """Only an undecided verdict with both --top and --seeds has a command to price; a schedule already holding
-    more confirmation seeds than N trains none (not a negative count, not one more)."""
-
-    def undecided(**kw):
-        return Verdict("undecided", 0.01, **({"seeds_needed": 5, "top": 2} | kw))
-
-    assert deciding_cost(undecided(seeds_needed=None), "u", ["a", "b"], {}, 1000, None) is None
-    assert deciding_cost(undecided(top=None), "u", ["a", "b"], {}, 1000, None) is None
-    assert deciding_cost(Verdict("better", 0.01, seeds_needed=5, top=2), "u", ["a", "b"], {}, 1000, None) is None
-    c = deciding_cost(undecided(), "u", ["a", "b"], {"u": 7, "a": 5}, 1000, None)
+    """Only an undecided verdict with a next confirmation has one to price; a schedule already holding more
+    confirmation seeds than N trains none (not a negative count, not one more)."""
+    undecided = Verdict("undecided", 0.01, next=Confirm(2, 5))
+    assert deciding_cost(Verdict("undecided", 0.01), "u", ["a", "b"], {}, 1000, None) is None
+    assert deciding_cost(Verdict("better", 0.01, next=Confirm(2, 5)), "u", ["a", "b"], {}, 1000, None) is None
+    c = deciding_cost(undecided, "u", ["a", "b"], {"u": 7, "a": 5}, 1000, None)
     assert c == cost(5, 1000, None) and c.hours is None and c.tokens_per_s is None
 
 
@@ -223,7 +220,7 @@ def test_a_study_s_deciding_cost_counts_its_confirmation_runs_only(tiny_config):
     ]
     family = many_to_one({(UNIFORM, 0): 2.0, ("a", 0): 1.99, ("b", 0): 2.01}, UNIFORM)
     assert str(tiny_config.baseline) == UNIFORM
-    verdict = Verdict("undecided", 0.01, seeds_needed=3, top=2)
+    verdict = Verdict("undecided", 0.01, next=Confirm(2, 3))
     c = study_deciding_cost(verdict, family, trials, tiny_config)
     assert c == cost((3 - 1) + 3 + (3 - 2), TINY_TOKENS, 2000.0)  # uniform holds 1, a none, b 2
 

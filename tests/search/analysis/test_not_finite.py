@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from search.analysis import stored_study, summarize
 from search.analysis.summary import DriverGone, NotFinite
 from search.cli import app
-from search.text import driver_gone_text, gap_text, not_finite_text
+from search.text import driver_gone_text, gap_text, not_finite_text, summary_json, verdict_text
 from tests.search.analysis.test_summary import UNIFORM, add, make_study
 from tests.search.conftest import ROOT
 from tests.search.study.test_export import strict_json
@@ -50,8 +50,8 @@ def test_an_infinite_value_is_left_out_of_every_number_and_named(tiny_config, mo
     s = summarize(study)
     assert s.not_finite == [NotFinite(6, "2x3", 0, {"val_loss": math.inf})]
     assert not_finite_text(s.not_finite) == "trial 6 (2x3 seed 0): val_loss inf: failed runs for the statistics, in no mean or gap"
-    assert "nan" not in s.verdict.text() and "nan" not in gap_text(s) and s.best_schedule == "4x3"
-    stats = {k: v for k, v in s.to_dict().items() if k != "not_finite"}  # the row naming the run holds its inf
+    assert "nan" not in verdict_text(s.verdict, s.name) and "nan" not in gap_text(s) and s.best_schedule == "4x3"
+    stats = {k: v for k, v in summary_json(s).items() if k != "not_finite"}  # the row naming the run holds its inf
     assert all(math.isfinite(x) for x in _numbers(stats))
     assert [g.schedule for g in s.gaps] == ["4x3", "2x3"] and s.gaps[1].seeds == (1,)  # its finite run still counts
 
@@ -73,7 +73,7 @@ def test_an_infinite_baseline_is_no_baseline(tiny_config):
     add(study, "4x3", 0, 2.0)
     s = summarize(study)
     assert s.baseline_value is None and s.best_gap is None and s.not_finite == [NotFinite(0, "1x3", 0, {"val_loss": math.inf})]
-    assert "nan" not in s.verdict.text() and s.best_value == 2.0
+    assert "nan" not in verdict_text(s.verdict, s.name) and s.best_value == 2.0
 
 
 _HOLDER = """

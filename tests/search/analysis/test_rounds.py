@@ -8,7 +8,7 @@ import statsmodels.formula.api as smf
 from optuna.trial import TrialState, create_trial
 
 from search.analysis.rounds import Rounds, contenders_of, pick_of, round_runs, round_seeds, rounds_progress
-from search.analysis.verdict import Frozen, decide
+from search.analysis.verdict import Frozen, FrozenTest, decide
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
 
@@ -93,7 +93,7 @@ def test_the_frozen_pick_is_better_on_its_post_freeze_seeds_with_the_pooled_resi
     effect, p, df = _ols_p(runs, "p", post)
     assert v.kind == "better" and v.schedule == "p" and set(v.seeds) == post
     assert v.effect == pytest.approx(effect) and v.adjusted_p == pytest.approx(p) and p < 0.05  # Holm over 1: p itself
-    assert f"{df} df" in v.method and "Holm over 1" in v.method and df == 6
+    assert v.method == FrozenTest(4, df) and df == 6  # "..., 6 df, Holm over 1"
 
 
 def test_only_the_frozen_pick_can_be_better_and_only_once_its_seeds_have_all_run():
@@ -143,7 +143,7 @@ def test_a_study_in_round_two_says_so_everywhere_and_is_not_yet_better(config):
     assert (s.rounds.number, s.rounds.finished, s.rounds.planned) == (2, 6, 8)
     said = rounds_text(s.rounds)
     assert said.startswith("confirmation round 2 of 2: a (frozen) and uniform on seeds 1008-1011, 6 of 8 runs finished")
-    assert s.verdict.kind != "better" and s.verdict.command is None  # three of four pairs: the test waits for the fourth
+    assert s.verdict.kind != "better" and s.verdict.next is None  # three of four pairs: the test waits for the fourth
     page = study_page(study_view(study), "sqlite:///unused.db")
     assert 'id="rounds"' in page and "confirmation round 2 of 2: a (frozen)" in page
     add(UNIFORM, 1011, 2.33)

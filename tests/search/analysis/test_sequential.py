@@ -6,9 +6,11 @@ from scipy import stats as sps
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
-from search.analysis.sequential import Plan, experiment_verdict, plan_of, read, state
+from search.analysis.sequential import Plan, plan_of, read, state
 from search.analysis.stats import MIN_PAIRS, paired_contrast
+from search.analysis.verdict import experiment_verdict
 from search.config import MIN_LOOK, load_config
+from search.text import look_text, method_text, plan_text, reason_text, state_text, verdict_text
 from tests.search.conftest import ROOT
 
 PLAN = Plan("2x3,4x3", "2x6", 2000, (4, 6, 8), margin=0.01)
@@ -58,7 +60,7 @@ def test_equivalence_is_named_first_when_both_tests_reject():
     assert look.p_difference < PLAN.alpha_per_look and look.p_equivalence < PLAN.alpha_per_look
     assert look.outcome == "equivalent"
     verdict = experiment_verdict(state(PLAN, _runs(_diffs(-0.003, 0.0005, 4))))
-    assert verdict.kind == "equivalent" and "it also differs from uniform, by -0.0030" in verdict.text()
+    assert verdict.kind == "equivalent" and "it also differs from uniform, by -0.0030" in verdict_text(verdict, "prereg")
 
 
 def _runs(diffs: list[float], skip: int | None = None) -> dict[tuple[str, int], float]:
@@ -74,12 +76,12 @@ def test_state_counts_pairs_in_seed_order_and_names_the_next_seed():
     diffs = _diffs(-0.006, 0.012, 6)
     now = state(PLAN, _runs(diffs, skip=2))  # seed 2002's schedule run is missing: later pairs wait for it
     assert now.pairs == 2 and now.looks == () and now.next_seed == 2002 and now.outcome == "running"
-    assert "running: 2 of 4 pairs to the next look" in now.text()
+    assert "running: 2 of 4 pairs to the next look" in state_text(now)
     now = state(PLAN, _runs(diffs))
     assert now.pairs == 6 and [look.pairs for look in now.looks] == [4, 6] and now.next_seed == 2006
     verdict = experiment_verdict(now)
     assert verdict.kind == "undecided" and verdict.seeds == tuple(range(2000, 2006))
-    assert "last look: 6 pairs" in verdict.text() and "looks at 4/6/8 pairs" in verdict.text()
+    assert "last look: 6 pairs" in verdict_text(verdict, "prereg") and "looks at 4/6/8 pairs" in verdict_text(verdict, "prereg")
 
 
 def test_a_decided_experiment_queues_nothing_more_and_its_verdict_names_its_seeds():
@@ -87,12 +89,13 @@ def test_a_decided_experiment_queues_nothing_more_and_its_verdict_names_its_seed
     assert now.outcome == "worse" and now.next_seed is None and now.pairs == 8  # pairs past the look are kept, unread
     verdict = experiment_verdict(now)
     assert verdict.kind == "worse" and verdict.seeds == (2000, 2001, 2002, 2003)
-    assert verdict.text().startswith("worse: 2x3,4x3 loses to uniform by +0.02")  # on the first 4 pairs
+    assert verdict_text(verdict, "prereg").startswith("worse: 2x3,4x3 loses to uniform by +0.02")  # on the first 4 pairs
 
 
 def test_no_pairs_yet_is_undecided_with_the_plan():
     verdict = experiment_verdict(state(PLAN, {}))
-    assert verdict.kind == "undecided" and "running: 0 of 4 pairs" in verdict.text() and "looks at 4/6/8 pairs" in verdict.text()
+    said = verdict_text(verdict, "prereg")
+    assert verdict.kind == "undecided" and "running: 0 of 4 pairs" in said and "looks at 4/6/8 pairs" in said
 
 
 def test_the_config_bounds_looks_by_the_pairs_that_measure_noise():
@@ -110,21 +113,21 @@ def test_a_decided_verdict_carries_the_deciding_look_s_numbers():
     """The study's first line must report the look that ended the experiment: its gap, interval at 1 - alpha / looks,
     p, resolution and seeds, and the plan it was read under; an equivalence verdict reads its TOST p."""
     a = PLAN.alpha_per_look
-    method = f"pre-registered: {PLAN.text()}"
+    assert method_text(PLAN) == f"pre-registered: {plan_text(PLAN)}"  # how every experiment verdict says it was made
     worse = _diffs(0.03, 0.004, 8)
     v = experiment_verdict(state(PLAN, _runs(worse)))
     mean, interval, p = _expected_look(worse[:4], a)
-    assert (v.kind, v.margin, v.schedule, v.seeds, v.method) == ("worse", 0.01, "2x3,4x3", (2000, 2001, 2002, 2003), method)
+    assert (v.kind, v.margin, v.schedule, v.seeds, v.method) == ("worse", 0.01, "2x3,4x3", (2000, 2001, 2002, 2003), PLAN)
     assert v.effect == pytest.approx(mean) and v.interval == pytest.approx(interval) and v.adjusted_p == pytest.approx(p)
     effect = TTestPower().solve_power(nobs=4, alpha=a, power=0.8, alternative="two-sided") * np.std(worse[:4], ddof=1)
-    assert v.resolution == pytest.approx(effect, rel=1e-3) and v.reason == "" and v.equivalence == ()
+    assert v.resolution == pytest.approx(effect, rel=1e-3) and reason_text(v) == "" and v.equivalence == ()
     close = _diffs(0.0, 0.002, 8)
     v = experiment_verdict(state(PLAN, _runs(close)))
     tost = ttost_paired(np.array(close[:4]), np.zeros(4), -0.01, 0.01)[0]
     mean, interval, p = _expected_look(close[:4], a)
-    assert (v.kind, v.schedule, v.seeds, v.method) == ("equivalent", "2x3,4x3", (2000, 2001, 2002, 2003), method)
+    assert (v.kind, v.schedule, v.seeds, v.method) == ("equivalent", "2x3,4x3", (2000, 2001, 2002, 2003), PLAN)
     assert v.adjusted_p == pytest.approx(tost) and v.equivalence == (("2x3,4x3", pytest.approx(tost)),) and v.effect == pytest.approx(mean)
-    assert v.reason == f"gap {mean:+.4f} [{interval[0]:+.4f}, {interval[1]:+.4f}] on 4 pairs"  # it does not also differ (p = 1)
+    assert reason_text(v) == f"gap {mean:+.4f} [{interval[0]:+.4f}, {interval[1]:+.4f}] on 4 pairs"  # it does not also differ (p = 1)
 
 
 def test_an_undecided_experiment_reads_its_last_look():
@@ -133,30 +136,30 @@ def test_an_undecided_experiment_reads_its_last_look():
     diffs = _diffs(-0.006, 0.012, 8)
     now = state(PLAN, _runs(diffs))
     assert now.outcome == "undecided" and now.next_seed is None and [look.pairs for look in now.looks] == [4, 6, 8]
-    assert now.text() == f"undecided at 8 pairs ({PLAN.text()})"
+    assert state_text(now) == f"undecided at 8 pairs ({plan_text(PLAN)})"
     v = experiment_verdict(now)
     mean, interval, p = _expected_look(diffs, PLAN.alpha_per_look)
     assert v.kind == "undecided" and v.seeds == tuple(range(2000, 2008)) and v.effect == pytest.approx(mean)
-    assert v.interval == pytest.approx(interval) and v.adjusted_p == pytest.approx(p) and v.method == f"pre-registered: {PLAN.text()}"
-    assert v.reason == f"{now.text()}; last look: {now.looks[-1].text(PLAN)}"
+    assert v.interval == pytest.approx(interval) and v.adjusted_p == pytest.approx(p) and v.method == PLAN
+    assert reason_text(v) == f"{state_text(now)}; last look: {look_text(now.looks[-1], PLAN)}"
     four = state(PLAN, _runs(diffs[:4]))  # the first look read, and continuing: the next look is at 6
-    assert four.next_seed == 2004 and four.text() == f"running: 4 of 6 pairs to the next look ({PLAN.text()})"
+    assert four.next_seed == 2004 and state_text(four) == f"running: 4 of 6 pairs to the next look ({plan_text(PLAN)})"
     waiting = experiment_verdict(state(PLAN, _runs(diffs[:2])))  # no look yet: the seeds it has, and the plan
     assert (waiting.kind, waiting.schedule, waiting.seeds, waiting.method) == (
         "undecided",
         "2x3,4x3",
         (2000, 2001),
-        f"pre-registered: {PLAN.text()}",
+        PLAN,
     )
-    assert waiting.effect is None and waiting.reason == f"running: 2 of 4 pairs to the next look ({PLAN.text()})"
+    assert waiting.effect is None and reason_text(waiting) == f"running: 2 of 4 pairs to the next look ({plan_text(PLAN)})"
 
 
 def test_the_plan_and_a_look_read_word_for_word():
-    assert PLAN.text() == (
+    assert plan_text(PLAN) == (
         "2x3,4x3 against 2x6 on paired seeds from 2000, looks at 4/6/8 pairs, margin 0.01, alpha 0.05 split over 3 looks (0.01667 each)"
     )
     look = read(PLAN, [0.02, 0.035, 0.03, 0.031])[0]  # mean 0.029, sd 0.00638: t(0.99167, 3) = 4.86 gives +-0.0155
-    assert look.text(PLAN) == (
+    assert look_text(look, PLAN) == (
         "4 pairs: +0.0290 [+0.0135, +0.0445] (98.33% interval), difference p=0.0028, equivalence at ±0.01 p=1, resolution 0.0199: worse"
     )
 
@@ -177,7 +180,7 @@ def test_a_p_exactly_at_the_alpha_per_look_rejects_nothing():
     p_inside = paired_contrast([runs[("2x3,4x3", s)] - runs[("2x6", s)] for s in range(2000, 2004)]).p
     plan = Plan("2x3,4x3", "2x6", 2000, (4,), margin=0.01, alpha=p_inside)
     v = experiment_verdict(state(plan, runs))
-    assert v.kind == "equivalent" and v.reason.startswith("gap -0.0030 [") and v.reason.endswith("on 4 pairs")
+    assert v.kind == "equivalent" and reason_text(v).startswith("gap -0.0030 [") and reason_text(v).endswith("on 4 pairs")
 
 
 def test_the_plan_is_the_config_s_experiment_section():
@@ -195,6 +198,7 @@ def test_a_better_experiment_and_an_equivalence_that_also_differs_read_in_full()
     """A look that ends better is the study's verdict (not undecided), on the deciding look's seeds; an equivalence
     that also differs from uniform says by how much and at what p (t = -12 on 3 df: p = 0.0012)."""
     v = experiment_verdict(state(PLAN, _runs(_diffs(-0.03, 0.004, 8))))
-    assert v.kind == "better" and v.seeds == (2000, 2001, 2002, 2003) and v.text().startswith("better: 2x3,4x3 beats uniform by -0.03")
+    assert v.kind == "better" and v.seeds == (2000, 2001, 2002, 2003)
+    assert verdict_text(v, "prereg").startswith("better: 2x3,4x3 beats uniform by -0.03")
     v = experiment_verdict(state(PLAN, _runs(_diffs(-0.003, 0.0005, 4))))
-    assert v.reason == "it also differs from uniform, by -0.0030 [-0.0042, -0.0018] (p=0.0012), a gap inside the margin"
+    assert reason_text(v) == "it also differs from uniform, by -0.0030 [-0.0042, -0.0018] (p=0.0012), a gap inside the margin"

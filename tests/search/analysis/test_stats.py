@@ -14,9 +14,8 @@ from search.analysis.stats import (
     paired_gap,
     pairs_needed,
     t_quantile,
-    tokens_text,
 )
-from search.text import paired_gap_text
+from search.text import paired_gap_text, tokens_text
 
 
 def test_paired_gap_is_a_t_interval_on_n_minus_1_df():

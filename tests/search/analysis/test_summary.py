@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from search.analysis.summary import FailedRun, ranked, summarize
 from search.attrs import ATTR_CONFIG, ATTR_CONFIRMATION_PLAN, DUPLICATE_ATTR
 from search.study.confirmation import collect
-from search.text import crossed_text, failed_text, fidelity_warnings, gap_text, rung_warning, summary_json, warnings
+from search.text import crossed_text, failed_text, fidelity_warnings, gap_text, rung_warning, summary_json, verdict_text, warnings
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
 
@@ -53,7 +53,8 @@ def test_the_best_is_one_pair_selected_from_n_until_confirmed(tiny_config):
         "-0.0500 (n=1: noise not measured yet; run `prism-search confirm known --top 3 --seeds 3`), selected as best of 4 schedules"
     )  # the verdict's command: one command, one count, everywhere
     assert s.verdict.kind == "undecided" and s.uniform_noise_floor == pytest.approx(0.03 / 2**0.5)
-    assert s.verdict.command == "prism-search confirm known --top 3 --seeds 3"  # no noise measured: every schedule is open
+    command = summary_json(s)["verdict"]["command"]
+    assert command == "prism-search confirm known --top 3 --seeds 3"  # no noise measured: every schedule is open
     ref = s.references[0]
     assert ref.name == "ramp" and ref.gap.all_seeds.mean == pytest.approx(0.05) and ref.gap.selected_from is None
     assert "±" not in gap_text(s) and "σ" not in gap_text(s)
@@ -126,7 +127,7 @@ def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_c
     assert rows[0].gap is None and rows[1].gap.mean == pytest.approx(-0.02) and rows[1].gap.n == 3
     assert rows[1].val_loss_mean == pytest.approx(1.58) and rows[1].val_loss_std == pytest.approx(0.09)
     assert collect(study) == rows
-    assert s.to_dict()["best_gap"]["unselected"]["n"] == 3
+    assert summary_json(s)["best_gap"]["unselected"]["n"] == 3
 
 
 def test_rung_fidelity_from_the_study_s_own_curves(tiny_config):
@@ -169,7 +170,7 @@ def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_wa
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     verdict = summarize(study).verdict
-    assert lines[0] == f"known: {verdict.text()}" and verdict.kind == "undecided" and verdict.schedule == "s0"
+    assert lines[0] == f"known: {verdict_text(verdict, 'known')}" and verdict.kind == "undecided" and verdict.schedule == "s0"
     assert "gaps computed by" in out.output and "blocked model (schedule + seed)" in out.output
     assert any(line.strip().startswith("│   4x3") and "seeds 0, 1000, 1001, 1002" in line for line in lines)
     assert "confirmation of known" in out.output and "1.5800 ± 0.0900" in out.output
@@ -177,12 +178,14 @@ def test_status_and_best_print_the_paired_gap_confirmation_table_and_fidelity_wa
     assert "noise floor of uniform" in out.output and "σ" not in out.output
     as_json = CliRunner().invoke(app, ["status", "known", *url, "--json"]).stdout
     summary = json.loads(as_json[as_json.index("{") :])
-    assert summary["verdict"]["kind"] == "undecided" and summary["verdict"]["text"] == verdict.text()
-    assert summary["verdict"]["margin"] == 0.01 and summary["verdict"]["command"] == verdict.command
+    assert summary["verdict"]["kind"] == "undecided" and summary["verdict"]["text"] == verdict_text(verdict, "known")
+    step = verdict.next
+    assert summary["verdict"]["margin"] == 0.01 and step is not None
+    assert summary["verdict"]["command"] == f"prism-search confirm known --top {step.top} --seeds {step.seeds}"
     assert summary["confirmation"][1]["gap"]["n"] == 3 and summary["best_schedule"] == "s0"
     assert summary["fidelity"][1]["tokens"] == 200 and len(summary["fidelity_warnings"]) == 1
     best = CliRunner().invoke(app, ["best", "known", *url]).stdout.splitlines()
-    assert best[0] == f"verdict\t{verdict.text()}" and best[1].startswith("s0\tval_loss 2.0000\tgap to uniform -0.0800")
+    assert best[0] == f"verdict\t{verdict_text(verdict, 'known')}" and best[1].startswith("s0\tval_loss 2.0000\tgap to uniform -0.0800")
 
 
 def test_the_end_of_a_run_names_confirm_until_the_best_is_confirmed(tiny_config, monkeypatch, capsys):
@@ -256,16 +259,16 @@ def test_pairs_across_hardware_are_counted_and_the_verdict_is_read_without_them_
         add(study, "4x3", seed, a, role="search" if seed == 0 else "confirm", worker=avx512)
         add(study, "2x3", seed, b, role="search" if seed == 0 else "confirm", worker=avx512)
     s = summarize(study)
-    assert s.crossed_pairs == [] and s.verdict_one_kind is None and s.to_dict()["verdict_one_kind"] is None
+    assert s.crossed_pairs == [] and s.verdict_one_kind is None and summary_json(s)["verdict_one_kind"] is None
     add(study, UNIFORM, 3, 2.00, role="confirm", worker=avx512)
     add(study, "4x3", 3, 1.90, role="confirm", worker=avx2)  # a big gap, from a run on other kernels
     add(study, "2x3", 3, 2.01, role="confirm", worker=avx512)
     s = summarize(study)
     assert s.crossed_pairs == [("4x3", 3)]
-    assert crossed_text(s) == f"1 pair (4x3 seed 3) ran on two kinds of hardware; without them: {s.verdict_one_kind.text()}"
+    assert crossed_text(s) == f"1 pair (4x3 seed 3) ran on two kinds of hardware; without them: {verdict_text(s.verdict_one_kind, 'known')}"
     without = s.verdict_one_kind
     assert without is not None and without.effect != s.verdict.effect  # read on the exact pairs alone
-    assert s.to_dict()["verdict_one_kind"]["text"] == without.text()
+    assert summary_json(s)["verdict_one_kind"]["text"] == verdict_text(without, "known")
     cli._print_summary(s, None)
     cells = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the table's cell text, borders and wraps gone
     assert "across hardware" in cells and "1 pair (4x3 seed 3) ran on two kinds of hardware; without them:" in cells

@@ -11,11 +11,13 @@ import optuna
 import pytest
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from search.analysis.blocked import Fit
 from search.analysis.summary import (
     DriverGone,
     FailedRun,
     NotFinite,
     ParetoPoint,
+    Summary,
     Unsaved,
     auto_pruning_start,
     confirmation_rows,
@@ -27,11 +29,19 @@ from search.analysis.summary import (
 )
 from search.attrs import ATTR_CHECKPOINT_ERROR, ATTR_CONFIG, CURVE, DUPLICATE_ATTR, THROUGHPUT_RATIO
 from search.config import ExperimentSection, StudyConfig, load_config
+from search.text import summary_json, verdict_json
 from tests.search.conftest import ROOT
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
 TINY = load_config(ROOT / "studies" / "tiny.toml")
 CONFIRM = "prism-search confirm known"
+
+
+def command(s: Summary) -> str | None:
+    """The confirm command the verdict names, as `status --json` writes it."""
+    return summary_json(s)["verdict"]["command"]
+
+
 AVX512, AVX2 = {"pid": 1, "kernels": "cpu AVX512"}, {"pid": 2, "kernels": "cpu AVX2"}
 
 
@@ -82,9 +92,9 @@ def test_the_best_is_the_paired_mean_leader_picked_from_every_schedule_on_the_st
     assert s.best_gap.all_seeds.n == 1 and s.best_gap.all_seeds.mean == pytest.approx(-0.05)
     assert s.best_gap.unselected is None and s.best_gap.selected_from == 4  # uniform, two searched, one reference
     assert [g.schedule for g in s.gaps] == ["4x3", "2x3", "1x1,2x1,4x1"] == schedule_ranking(study.trials, TINY)
-    assert s.method.startswith("paired t") and not s.uniform_is_best and s.runner_up is None and not s.is_experiment
+    assert s.method == Fit(None, 0, False) and not s.uniform_is_best and s.runner_up is None and not s.is_experiment
     assert s.verdict.kind == "undecided" and s.verdict.schedule == "4x3" and s.verdict.margin == TINY.search.margin
-    assert s.verdict.command == f"{CONFIRM} --top 3 --seeds 3"  # no noise measured: every schedule is still open
+    assert command(s) == f"{CONFIRM} --top 3 --seeds 3"  # no noise measured: every schedule is still open
     assert s.uniform_noise_floor == pytest.approx(statistics.stdev([2.05, 2.08]))
     (ref,) = s.references
     assert (ref.name, ref.schedule, ref.val_loss) == ("ramp", "1x1,2x1,4x1", 2.10)
@@ -158,7 +168,7 @@ def test_an_undecided_study_still_names_the_schedule_measured_worse_than_uniform
         role = "search" if seed == 0 else "confirm"
         trials += [run(UNIFORM, seed, u, "baseline" if seed < 2 else "confirm"), run("4x3", seed, a, role), run("2x3", seed, b, role)]
     s = summarize(study_of(*trials), TINY)
-    assert s.verdict.kind == "undecided" and s.verdict.schedule == "4x3" and s.verdict.command.startswith(f"{CONFIRM} --top 1 ")
+    assert s.verdict.kind == "undecided" and s.verdict.schedule == "4x3" and command(s).startswith(f"{CONFIRM} --top 1 ")
     ((schedule, mean, p),) = s.verdict.worse
     assert schedule == "2x3" and mean == pytest.approx(0.0505) and p < 0.05 and [g.schedule for g in s.gaps] == ["4x3", "2x3"]
 
@@ -172,7 +182,7 @@ def test_when_uniform_is_the_best_the_gap_shown_is_the_runner_up_s():
     s = summarize(study, TINY)
     assert s.best_schedule == UNIFORM and s.runner_up == "2x3" and s.uniform_is_best
     assert s.best_gap.all_seeds.mean == pytest.approx(0.01) and s.best_gap.selected_from == 2  # picked of the 2 others
-    assert s.verdict.command == f"{CONFIRM} --top 2 --seeds 3"
+    assert command(s) == f"{CONFIRM} --top 2 --seeds 3"
 
 
 def test_a_reference_without_a_name_is_named_by_its_schedule():
@@ -213,7 +223,7 @@ def test_the_confirmed_gap_uses_only_confirmation_seeds_and_confirm_runs_never_c
     assert rows[0].gap is None and rows[0].val_loss_mean == pytest.approx(1.60)
     assert rows[1].gap.mean == pytest.approx(-0.02) and rows[1].gap.n == 3
     assert rows[1].val_loss_mean == pytest.approx(1.58) and rows[1].val_loss_std == pytest.approx(0.09)
-    assert s.to_dict()["best_gap"]["unselected"]["n"] == 3 and s.to_dict()["confirmation"][1]["seeds"] == 3
+    assert summary_json(s)["best_gap"]["unselected"]["n"] == 3 and summary_json(s)["confirmation"][1]["seeds"] == 3
 
 
 def test_confirmation_rows_put_uniform_first_then_the_lowest_mean():
@@ -309,7 +319,7 @@ def test_pairs_across_hardware_are_named_and_the_verdict_is_read_without_them_to
             run("2x3", seed, b, "search" if seed == 0 else "confirm", worker=AVX512),
         ]
     s = summarize(study_of(*trials), TINY)
-    assert s.crossed_pairs == [] and s.verdict_one_kind is None and s.to_dict()["verdict_one_kind"] is None
+    assert s.crossed_pairs == [] and s.verdict_one_kind is None and summary_json(s)["verdict_one_kind"] is None
     assert s.kernels == ["cpu AVX512"] and s.mixed_seeds == []
     trials += [run(UNIFORM, 3, 2.00, "confirm", worker=AVX512), run("4x3", 3, 1.90, "confirm", worker=AVX2)]
     trials += [run("2x3", 3, 2.01, "confirm", worker=AVX512)]
@@ -318,7 +328,8 @@ def test_pairs_across_hardware_are_named_and_the_verdict_is_read_without_them_to
     without = s.verdict_one_kind
     exact = summarize(study_of(*trials[:-3], trials[-3], trials[-1]), TINY).verdict  # the same study without the pair
     assert without == exact and without.effect != s.verdict.effect
-    assert s.to_dict()["verdict_one_kind"] == without.to_dict() and s.to_dict()["verdict"] == s.verdict.to_dict()
+    said = summary_json(s)
+    assert said["verdict_one_kind"] == verdict_json(without, "known") and said["verdict"] == verdict_json(s.verdict, "known")
     one_pair = [
         run(UNIFORM, 0, 2.05, "baseline", worker=AVX512),
         run("4x3", 0, 2.00, worker=AVX512),
@@ -326,7 +337,7 @@ def test_pairs_across_hardware_are_named_and_the_verdict_is_read_without_them_to
     ]
     crossed = summarize(study_of(*one_pair, run("4x3", 1, 1.90, "confirm", worker=AVX2)), TINY)
     undecided = summarize(study_of(*one_pair), TINY).verdict  # without the crossed pair: one pair, undecided
-    assert crossed.verdict_one_kind == undecided and undecided.kind == "undecided" and undecided.command.startswith(CONFIRM)
+    assert crossed.verdict_one_kind == undecided and undecided.kind == "undecided" and undecided.next is not None
 
 
 def test_only_the_baseline_run_stands_for_uniform_s_hardware_at_the_study_seed():
@@ -350,7 +361,7 @@ def test_an_experiment_reads_its_pre_registered_schedule_at_its_looks_only():
     s = summarize(study_of(*trials), config)
     assert s.is_experiment and s.plan.schedule == "4x3" and [look.pairs for look in s.looks] == [3]
     assert s.best_schedule == "4x3" and s.gaps == [] and s.deciding is None and s.runner_up is None
-    assert s.verdict.method.startswith("pre-registered") and s.verdict.kind == s.looks[-1].outcome
+    assert s.verdict.method == s.plan and s.verdict.kind == s.looks[-1].outcome
     assert s.best_gap.selected_from is None and s.best_gap.all_seeds.n == 3 and s.best_gap.all_seeds.mean == pytest.approx(-0.04 / 3)
     assert s.best_seeds == (0, 1, 2) and s.best_value == pytest.approx((2.04 + 2.06 + 2.01) / 3)  # no confirm run
     assert [r.schedule for r in s.confirmation] == ["2x3", "4x3"]
@@ -366,7 +377,7 @@ def test_an_experiment_s_pair_across_hardware_is_read_without_it_too():
     for seed, (u, a) in enumerate([(2.05, 2.04), (2.08, 2.06), (2.02, 2.01)]):
         trials += [run(UNIFORM, seed, u, "baseline", worker=AVX512), run("4x3", seed, a, worker=AVX2 if seed == 2 else AVX512)]
     s = summarize(study_of(*trials), config)
-    assert s.crossed_pairs == [("4x3", 2)] and s.verdict_one_kind.method.startswith("pre-registered")
+    assert s.crossed_pairs == [("4x3", 2)] and s.verdict_one_kind.method == s.plan
     assert s.verdict_one_kind.seeds == (0, 1) and s.verdict.kind == s.looks[-1].outcome
 
 

@@ -9,7 +9,8 @@ import pytest
 from search.analysis.blocked import many_to_one
 from search.analysis.stats import pairs_needed
 from search.analysis.summary import summarize
-from search.analysis.verdict import Verdict, decide
+from search.analysis.verdict import Confirm, Open, Uncompared, Verdict, decide
+from search.text import reason_text, verdict_text
 
 UNIFORM = "2x6"
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -25,8 +26,8 @@ def test_equivalence_shown_when_every_gap_is_inside_the_margin():
     runs = _runs({UNIFORM: 0.0, "a": 0.0, "b": 0.001, "c": -0.001}, range(8), noise=0.002)
     v = decide(runs, UNIFORM, {}, margin=0.01).verdict
     assert v.kind == "equivalent" and len(v.equivalence) == 3 and all(p < 0.05 for _, p in v.equivalence)
-    assert v.to_dict()["kind"] == "equivalent" and v.text().startswith("equivalent: every schedule compared is within ±0.01 of uniform")
-    assert "; resolution " in v.text()  # every verdict states what its seeds could detect
+    assert verdict_text(v, "toy").startswith("equivalent: every schedule compared is within ±0.01 of uniform")
+    assert "; resolution " in verdict_text(v, "toy")  # every verdict states what its seeds could detect
 
 
 def test_uniform_holds_is_one_sided_and_never_called_equivalent():
@@ -34,16 +35,17 @@ def test_uniform_holds_is_one_sided_and_never_called_equivalent():
     runs = _runs({UNIFORM: 0.0, "a": 0.0, "b": 0.03}, range(8), noise=0.002)
     v = decide(runs, UNIFORM, {}, margin=0.01).verdict
     assert v.kind == "holds" and v.adjusted_p < 0.05
-    assert v.text().startswith("uniform holds at margin 0.01: none of the schedules compared beats it by 0.01 or more (one-sided")
-    assert "not shown equivalent: two-sided TOST at ±0.01: " in v.text() and "equivalent:" not in v.text().split(";")[0]
-    assert "; resolution " in v.text() and dict(v.equivalence)["b"] > 0.05  # b is far outside the margin
+    text = verdict_text(v, "toy")
+    assert text.startswith("uniform holds at margin 0.01: none of the schedules compared beats it by 0.01 or more (one-sided")
+    assert "not shown equivalent: two-sided TOST at ±0.01: " in text and "equivalent:" not in text.split(";")[0]
+    assert "; resolution " in text and dict(v.equivalence)["b"] > 0.05  # b is far outside the margin
 
 
 def test_equivalence_not_shown_with_few_noisy_seeds_says_how_many_would_resolve_it():
     runs = _runs({UNIFORM: 0.0, "a": 0.0, "b": 0.002}, range(2), noise=0.01)
-    v = decide(runs, UNIFORM, {}, margin=0.01, confirm_command="prism-search confirm toy").verdict
-    assert v.kind == "undecided" and v.seeds_needed is not None and v.seeds_needed > 2
-    assert v.command == f"prism-search confirm toy --top 2 --seeds {v.seeds_needed}" and v.command in v.text()
+    v = decide(runs, UNIFORM, {}, margin=0.01).verdict
+    assert v.kind == "undecided" and v.next is not None and v.next.seeds > 2 and v.next.top == 2
+    assert f"run `prism-search confirm toy --top 2 --seeds {v.next.seeds}`" in verdict_text(v, "toy")
 
 
 def test_better_is_judged_only_on_seeds_the_schedule_was_not_selected_on():
@@ -62,12 +64,12 @@ def test_better_is_judged_only_on_seeds_the_schedule_was_not_selected_on():
 def test_worse_schedules_are_listed_after_correction():
     runs = _runs({UNIFORM: 0.0, "bad": 0.03, "fine": 0.0}, range(5), noise=0.003)
     v = decide(runs, UNIFORM, {}, margin=0.01).verdict
-    assert [w[0] for w in v.worse] == ["bad"] and "1 worse than uniform beyond noise" in v.text()
+    assert [w[0] for w in v.worse] == ["bad"] and "1 worse than uniform beyond noise" in verdict_text(v, "toy")
 
 
 def test_nothing_compared_yet_is_undecided():
     v = decide({(UNIFORM, 0): 2.0}, UNIFORM, {}, margin=0.01).verdict
-    assert v.kind == "undecided" and "no schedule has been compared" in v.text()
+    assert v.kind == "undecided" and "no schedule has been compared" in verdict_text(v, "toy")
 
 
 BENCH = {  # the verdict each committed benchmark study reaches at the default margin (docs/results.md)
@@ -86,75 +88,11 @@ def test_the_verdict_of_each_benchmark_study_is_pinned(name):
     assert s.verdict.margin == 0.01 and s.verdict.resolution is not None
 
 
-def test_each_kind_of_verdict_reads_word_for_word():
-    better = Verdict("better", 0.01, "a", -0.0123, (-0.02, -0.0046), 0.0031, 0.0062, (1, 2, 3), "blocked model")
-    assert better.text() == (
-        "better: a beats uniform by -0.0123 [-0.0200, -0.0046] on 3 seeds it was not selected on (adjusted p=0.0031; "
-        "blocked model); resolution 0.0062 (80% power)"
-    )
-    worse = Verdict("worse", 0.01, "b", 0.0123, (0.0046, 0.02), 0.0031, None, (1, 2), "paired t")
-    assert worse.text() == "worse: b loses to uniform by +0.0123 [+0.0046, +0.0200] on 2 seeds (p=0.0031; paired t)"
-    tost = (("a", 0.002), ("b", 0.0004))
-    equivalent = Verdict("equivalent", 0.01, "a", 0.001, (-0.002, 0.004), 0.01, 0.005, method="m", equivalence=tost)
-    assert equivalent.text() == (
-        "equivalent: every schedule compared is within ±0.01 of uniform (two-sided TOST, largest p=0.01; m); closest by mean: "
-        "a p=0.002, b p=<0.001; resolution 0.0050 (80% power)"
-    )
-    with_reason = Verdict("equivalent", 0.005, method="m", equivalence=(("a", 0.02),), reason="seeds differ")
-    assert with_reason.text() == (
-        "equivalent: every schedule compared is within ±0.005 of uniform (two-sided TOST, largest p=n/a; m); closest by mean: a p=0.02; "
-        "seeds differ"
-    )
-    command = "prism-search confirm s --top 2 --seeds 12"
-    undecided = Verdict("undecided", 0.01, "a", resolution=0.0153, seeds_needed=12, command=command, reason="why")
-    assert undecided.text() == (
-        "undecided at margin 0.01: why; resolution 0.0153 (80% power); about 12 paired seeds per schedule resolve the margin: "
-        "run `prism-search confirm s --top 2 --seeds 12`"
-    )
-
-
-def test_the_worse_schedules_are_named_worst_first_three_at_most():
-    few = Verdict("undecided", 0.01, reason="r", worse=(("x", 0.02, 0.01), ("y", 0.03, 0.0004)))
-    assert few.text() == (
-        "undecided at margin 0.01: r; 2 worse than uniform beyond noise: y +0.0300 (adjusted p=<0.001), x +0.0200 (adjusted p=0.01)"
-    )
-    many = Verdict("undecided", 0.01, reason="r", worse=tuple((f"s{k}", 0.01 * k, 0.01) for k in range(1, 6)))
-    assert many.text().endswith(
-        "; 5 worse than uniform beyond noise; worst: s5 +0.0500 (adjusted p=0.01), s4 +0.0400 (adjusted p=0.01), "
-        "s3 +0.0300 (adjusted p=0.01)"
-    )
-
-
-def test_to_dict_holds_every_field_and_the_text():
-    v = Verdict(
-        "undecided", 0.01, "a", -0.004, (-0.01, 0.002), 0.3, 0.008, (4, 5), "m",
-        equivalence=(("a", 0.2),), worse=(("w", 0.03, 0.001),), seeds_needed=9, command="c", reason="r",
-    )  # fmt: skip
-    assert v.to_dict() == {
-        "kind": "undecided",
-        "schedule": "a",
-        "effect": -0.004,
-        "interval": [-0.01, 0.002],
-        "adjusted_p": 0.3,
-        "margin": 0.01,
-        "resolution": 0.008,
-        "seeds": [4, 5],
-        "method": "m",
-        "equivalence": [{"schedule": "a", "tost_p": 0.2}],
-        "worse": [{"schedule": "w", "effect": 0.03, "adjusted_p": 0.001}],
-        "seeds_needed": 9,
-        "command": "c",
-        "top": None,
-        "text": v.text(),
-    }
-    assert Verdict("undecided", 0.01).to_dict()["interval"] is None
-
-
 def test_an_undecided_verdict_is_about_the_best_by_mean_on_its_fresh_seeds():
     """Every field read from the two families: the best by paired mean, its interval, resolution and adjusted p,
     the seeds it was not selected on, and the seeds the margin needs at the pooled paired sd."""
     runs = _runs({UNIFORM: 0.0, "a": -0.003, "b": 0.002}, range(4), noise=0.006, rng_seed=2)
-    d = decide(runs, UNIFORM, {"a": {0}}, margin=0.01, confirm_command="prism-search confirm toy")
+    d = decide(runs, UNIFORM, {"a": {0}}, margin=0.01)
     v, best = d.verdict, d.family.gaps[0]
     c = best.contrast
     assert v.kind == "undecided" and v.schedule == best.schedule == "a" and v.seeds == (1, 2, 3) == d.fresh.gap("a").seeds
@@ -162,18 +100,20 @@ def test_an_undecided_verdict_is_about_the_best_by_mean_on_its_fresh_seeds():
     assert (v.resolution, v.method) == (c.detectable(), d.family.method)
     lo, hi = c.interval()
     needed = pairs_needed(d.family.sd_pair, 0.01)
-    assert v.reason == (
+    assert v.reason == Open("a", c, 2)
+    assert reason_text(v) == (
         f"best other schedule by mean a {c.mean:+.4f} [{lo:+.4f}, {hi:+.4f}] on 4 seeds; 2 schedules may still beat uniform by 0.01 or more"
     )
-    assert needed is not None and v.seeds_needed == needed and v.command == f"prism-search confirm toy --top 2 --seeds {needed}"
+    assert needed is not None and v.next == Confirm(2, needed)
+    assert verdict_text(v, "toy").endswith(f"run `prism-search confirm toy --top 2 --seeds {needed}`")
 
 
 def test_undecided_without_noise_asks_for_three_seeds_of_the_open_schedules():
     v = decide({(UNIFORM, 0): 2.0, ("a", 0): 1.99, ("b", 0): 2.02}, UNIFORM, {}, margin=0.01).verdict
-    assert v.reason == (
+    assert reason_text(v) == (
         "best other schedule by mean a -0.0100 on 1 seed, noise not measured; 2 schedules may still beat uniform by 0.01 or more"
     )
-    assert (v.seeds_needed, v.command, v.interval, v.resolution) == (3, "prism-search confirm STUDY --top 2 --seeds 3", None, None)
+    assert (v.next, v.interval, v.resolution) == (Confirm(2, 3), None, None)
     assert v.seeds == (0,) and v.adjusted_p is None
 
 
@@ -182,8 +122,8 @@ def test_a_margin_below_what_seeds_resolve_is_said_and_at_most_five_schedules_ar
     d = decide(_runs(effects, range(3), noise=0.004), UNIFORM, {}, margin=1e-6)
     v = d.verdict
     below = f"(the margin is below what seeds resolve at paired sd {d.family.sd_pair:.4f})"
-    assert v.reason.endswith(f"; 7 schedules may still beat uniform by 1e-06 or more {below}")
-    assert v.command == "prism-search confirm STUDY --top 5 --seeds 3" and v.seeds_needed == 3
+    assert reason_text(v).endswith(f"; 7 schedules may still beat uniform by 1e-06 or more {below}")
+    assert v.next == Confirm(5, 3) and isinstance(v.reason, Open) and v.reason.sd_beyond == d.family.sd_pair
 
 
 def test_one_open_schedule_is_named_in_the_singular():
@@ -192,8 +132,8 @@ def test_one_open_schedule_is_named_in_the_singular():
     d = decide(runs, UNIFORM, {}, margin=0.01)
     v = d.verdict
     assert d.family.gap("far").contrast.p_not_better_by(0.01) < 0.05 <= d.family.gap("a").contrast.p_not_better_by(0.01)
-    assert v.kind == "undecided" and v.reason.endswith("on 3 seeds; 1 schedule may still beat uniform by 0.01 or more")
-    assert v.command == f"prism-search confirm STUDY --top 1 --seeds {v.seeds_needed}"
+    assert v.kind == "undecided" and reason_text(v).endswith("on 3 seeds; 1 schedule may still beat uniform by 0.01 or more")
+    assert v.next is not None and v.next.top == 1
 
 
 def test_equivalence_reports_the_largest_tost_p_and_the_top_three_tost():
@@ -202,7 +142,7 @@ def test_equivalence_reports_the_largest_tost_p_and_the_top_three_tost():
     v = d.verdict
     assert v.kind == "equivalent" and v.adjusted_p == max(g.contrast.tost(0.01) for g in d.family.gaps)
     assert v.equivalence == tuple((g.schedule, g.contrast.tost(0.01)) for g in d.family.gaps[:3])
-    assert v.schedule == d.family.gaps[0].schedule and v.command is None and v.seeds_needed is None
+    assert v.schedule == d.family.gaps[0].schedule and v.next is None and v.reason is None
     assert v.resolution == d.family.gaps[0].contrast.detectable()
 
 
@@ -215,25 +155,13 @@ def test_the_better_verdict_names_the_best_winner_by_mean_with_its_fresh_family_
     assert [w[0] for w in v.worse] == ["bad"] and v.worse[0][1:] == (d.family.gap("bad").contrast.mean, d.family.gap("bad").adjusted_p)
 
 
-def test_a_verdict_without_an_interval_shows_no_number_for_it():
-    for kind in ("better", "worse"):
-        assert "[+nan, +nan]" in Verdict(kind, 0.01, "a", -0.01, None, 0.01, seeds=(1, 2)).text()
-
-
 def test_the_undecided_reason_counts_seeds_in_the_singular_and_plural():
     two = decide({(UNIFORM, 0): 2.0, (UNIFORM, 1): 2.1, ("a", 0): 1.99, ("a", 1): 2.08}, UNIFORM, {}, margin=0.01).verdict
-    assert "a -0.0150 on 2 seeds, noise not measured;" in two.reason
+    assert "a -0.0150 on 2 seeds, noise not measured;" in reason_text(two)
     runs = _runs({UNIFORM: 0.0, "a": 0.0}, range(4), noise=0.012)
     runs[("b", 0)] = runs[(UNIFORM, 0)] - 0.015  # b: one seed, its noise the pooled one
     one = decide(runs, UNIFORM, {}, margin=0.01).verdict
-    assert one.schedule == "b" and one.interval is not None and " on 1 seed;" in one.reason
-
-
-def test_three_worse_schedules_are_all_named_without_worst():
-    three = Verdict("undecided", 0.01, reason="r", worse=tuple((f"s{k}", 0.01 * k, 0.01) for k in range(1, 4)))
-    assert three.text().endswith(
-        "; 3 worse than uniform beyond noise: s3 +0.0300 (adjusted p=0.01), s2 +0.0200 (adjusted p=0.01), s1 +0.0100 (adjusted p=0.01)"
-    )
+    assert one.schedule == "b" and one.interval is not None and " on 1 seed;" in reason_text(one)
 
 
 def test_nothing_compared_yet_keeps_both_families_and_says_why():
@@ -242,8 +170,8 @@ def test_nothing_compared_yet_keeps_both_families_and_says_why():
     runs = {(UNIFORM, 0): 2.0, (UNIFORM, 1): 2.01}
     d = decide(runs, UNIFORM, {}, margin=0.02)
     assert d.family.gaps == () and d.fresh.gaps == () and d.family == many_to_one(runs, UNIFORM)
-    assert d.verdict == Verdict("undecided", 0.02, reason="no schedule has been compared with uniform yet")
-    assert d.verdict.text() == "undecided at margin 0.02: no schedule has been compared with uniform yet"
+    assert d.verdict == Verdict("undecided", 0.02, reason=Uncompared())
+    assert verdict_text(d.verdict, "toy") == "undecided at margin 0.02: no schedule has been compared with uniform yet"
 
 
 def test_a_better_verdict_is_read_at_the_margin_asked():

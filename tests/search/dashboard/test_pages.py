@@ -14,6 +14,7 @@ from search.dashboard import figures as figs
 from search.dashboard.pages import study_page, trial_page
 from search.dashboard.report import write_report
 from search.dashboard.views import same_budget_gap, study_view
+from search.text import verdict_text
 from tests.search.analysis.test_summary import UNIFORM, add, make_study, searched
 
 
@@ -52,7 +53,7 @@ def test_the_report_has_a_confirmation_table_and_confirmation_runs_never_rank(co
     assert min(history["data"][-1]["y"]) == pytest.approx(2.00)  # best so far never reaches a confirmation loss
     assert "on seeds it was not selected on -0.0200 [-0.0448, +0.0048] (n=3, p=0.074, adjusted p=" in html
     verdict = summarize(confirmed).verdict  # the report opens with the study's verdict, as `status` does
-    assert html.index('id="verdict"') < html.index('id="summary"') and escape(verdict.text()) in html
+    assert html.index('id="verdict"') < html.index('id="summary"') and escape(verdict_text(verdict, confirmed.study_name)) in html
     gaps = _section(html, "Every schedule against uniform")
     assert "<td>4x3</td>" in gaps and "0, 1000, 1001, 1002" in gaps
 

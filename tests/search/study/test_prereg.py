@@ -9,7 +9,7 @@ from search.analysis.sequential import plan_of
 from search.analysis.stored import stored_study
 from search.config import load_config
 from search.storage.records import stored_config
-from search.text import confirm_command, gap_text, look_texts, warnings
+from search.text import confirm_command, gap_text, look_texts, method_text, state_text, verdict_text, warnings
 from tests.search.conftest import ROOT
 
 
@@ -47,7 +47,8 @@ def test_its_summary_reads_as_an_experiment(tmp_path):
     text = gap_text(s)  # no better/worse word between looks, only the looks judge; the gap over all pairs, listed once
     assert text.endswith("for reading only: the pre-registered test decides at its looks") and s.gaps == []
     assert not any(word in text for word in ("better", "worse", "inside the noise"))
-    assert "pre-registered" in s.verdict.method and s.verdict.text().startswith(("undecided", "equivalent", "better", "worse"))
+    assert "pre-registered" in method_text(s.verdict.method)
+    assert verdict_text(s.verdict, s.name).startswith(("undecided", "equivalent", "better", "worse"))
 
 
 def test_the_dashboard_shows_each_look_it_has_read(tmp_path):
@@ -80,6 +81,6 @@ def test_the_results_page_says_where_the_committed_experiment_stands(tmp_path):
     said = re.search(r"\*\*Status: running; (\d+) of the (\d+) pairs before the (\w+) look are trained\*\*", text)
     if now.outcome == "running":
         upcoming = next(n for n in now.plan.looks if n > now.pairs)
-        assert said and (int(said[1]), int(said[2])) == (now.pairs, upcoming), (said and said[0], now.text())
+        assert said and (int(said[1]), int(said[2])) == (now.pairs, upcoming), (said and said[0], state_text(now))
     else:
         assert said is None and now.outcome in text  # a decided experiment is reported with its outcome
