@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from prism import ModelConfig, Schedule, TrainConfig, load_corpus
-from search.analysis.stats import holm, p_text, paired_contrast
+from search.analysis.stats import holm, paired_contrast
+from search.text import p_text
 
 # The regime: pointer look-up through a two-digit address into a table of 16 symbols, d_model 32, two layers.
 DEFAULT_SCHEDULES = ("2,2", "1,1", "4,4", "8,8", "8,1", "1,8")

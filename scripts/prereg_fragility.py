@@ -25,11 +25,11 @@ from scipy import stats
 from search.analysis import stored_study
 from search.analysis.blocked import many_to_one
 from search.analysis.sequential import plan_of
-from search.analysis.stats import p_text, paired_contrast, pairs_needed
+from search.analysis.stats import paired_contrast, pairs_needed
 from search.analysis.summary import study_runs
 from search.attrs import SEED, WORKER
 from search.storage.records import stored_config
-from search.text import method_text, plan_text
+from search.text import method_text, p_text, plan_text
 
 # The machines as docs/results.md lists them, by the seeds each trained: the trials record each run's kernels, but
 # not the machine (every host is named "vm"), so the sessions come from that record and are checked against the kernels.

@@ -135,12 +135,6 @@ class PairedGap:
         return cls(c.n, c.mean, low, high, c.p, verdict, adjusted_p)
 
 
-def p_text(p: float | None) -> str:
-    if p is None:
-        return "n/a"
-    return f"{p:.2g}" if p >= 0.001 else "<0.001"
-
-
 def paired_gap(diffs: list[float]) -> PairedGap | None:
     """None for no pairs; the interval and p only from MIN_PAIRS pairs on (negative gap = better than uniform)."""
     c = paired_contrast(diffs)

@@ -7,7 +7,7 @@ so the CLI and the dashboard say the same thing.
 from search.text.commands import confirm_line, resume_line
 from search.text.fidelity import agreement_text, rung_text, rung_warning
 from search.text.sequential import look_text, plan_text, state_text
-from search.text.stats import paired_gap_text, tokens_text
+from search.text.stats import p_text, paired_gap_text, tokens_text
 from search.text.summary import (
     best_how,
     best_json,
@@ -56,6 +56,7 @@ __all__ = [
     "look_texts",
     "method_text",
     "not_finite_text",
+    "p_text",
     "paired_gap_text",
     "plan_text",
     "pruning_text",

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from search.analysis.fidelity import RELIABLE_RHO, Agreement, RungAgreement
-from search.analysis.stats import p_text
-from search.text.stats import tokens_text
+from search.text.stats import p_text, tokens_text
 
 
 def agreement_text(a: Agreement) -> str:

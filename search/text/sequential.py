@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from search.analysis.sequential import Look, Plan, State
-from search.analysis.stats import p_text
+from search.text.stats import p_text
 
 
 def plan_text(plan: Plan) -> str:

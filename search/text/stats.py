@@ -3,7 +3,14 @@ token counts as people say them."""
 
 from __future__ import annotations
 
-from search.analysis.stats import PairedGap, p_text
+from search.analysis.stats import PairedGap
+
+
+def p_text(p: float | None) -> str:
+    """A p-value to two significant figures; below 0.001 only its bound (more digits claim a precision it lacks)."""
+    if p is None:
+        return "n/a"
+    return f"{p:.2g}" if p >= 0.001 else "<0.001"
 
 
 def paired_gap_text(gap: PairedGap, next_step: str = "") -> str:

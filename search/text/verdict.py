@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from search.analysis.blocked import Fit
 from search.analysis.sequential import Plan, State
-from search.analysis.stats import POWER, p_text
+from search.analysis.stats import POWER
 from search.analysis.verdict import FrozenTest, Method, Open, Uncompared, Verdict
 from search.text.commands import confirm_line
 from search.text.sequential import look_text, plan_text, state_text
+from search.text.stats import p_text
 
 SHOWN_WORSE = 3  # the worst schedules the verdict's line names (its JSON lists all)
 

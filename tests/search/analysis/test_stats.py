@@ -9,13 +9,12 @@ from search.analysis.stats import (
     Contrast,
     PairedGap,
     holm,
-    p_text,
     paired_contrast,
     paired_gap,
     pairs_needed,
     t_quantile,
 )
-from search.text import paired_gap_text, tokens_text
+from search.text import p_text, paired_gap_text, tokens_text
 
 
 def test_paired_gap_is_a_t_interval_on_n_minus_1_df():
