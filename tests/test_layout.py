@@ -676,3 +676,39 @@ def test_the_scan_finds_words():
         "from search import Study\ntextual = 1\n"
     )
     assert sorted(line for line, _ in _words_in(ast.parse(code))) == [2, 3, 4, 6, 7, 8]
+
+
+def _cli_holds(tree: ast.Module) -> list[tuple[int, str]]:
+    """What the CLI may not hold: a config loader (the study package reads a study's config: `Study.create(...).config`)
+    or a module-level builder of words (`text`, `*_text`: search.text writes every sentence the commands print)."""
+    hits = [
+        (node.lineno, f"def {node.name}")
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (node.name == "text" or node.name.endswith("_text"))
+    ]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and _inside(node.module, "search"):
+            loading = _inside(node.module, "search.config.loading")
+            hits += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if loading or a.name == "load_config"]
+        elif isinstance(node, ast.Import):
+            hits += [(node.lineno, f"import {a.name}") for a in node.names if _inside(a.name, "search.config.loading")]
+    return sorted(hits)
+
+
+def test_the_cli_holds_no_prose_and_parses_no_config():
+    """The CLI parses arguments, calls the study, hands the values to a search.text builder and prints what it gets
+    back; the help texts and docstrings are its own."""
+    assert not (found := _cli_holds(ast.parse((ROOT / "search" / "cli" / "__init__.py").read_text()))), found
+
+
+def test_the_cli_scan_finds_a_loader_and_a_builder():
+    code = (
+        "from search.config import load_config, storage_or_default\n"
+        "def _cost_text(c): pass\n"
+        "def plan():\n    def inner_text(): pass\n"  # a local helper: no module-level builder
+        "from search.config.loading import read_toml\n"
+        "import search.config.loading\n"
+        "json_text = str\n"  # a name bound to an import, no builder
+        "def text(): pass\n"
+    )
+    assert [line for line, _ in _cli_holds(ast.parse(code))] == [1, 2, 5, 6, 8]

@@ -16,17 +16,16 @@ from typing import TYPE_CHECKING, NoReturn
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR
-from search.config import DEFAULT_STORAGE, MAX_SEEDS, STORAGE_ENV, load_config, resume_command, storage_or_default
+from search.attrs import ATTR_CHECKPOINT_ERROR
+from search.config import DEFAULT_STORAGE, MAX_SEEDS, STORAGE_ENV, storage_or_default
 from search.errors import OutputError, PrismSearchError
 from search.outputs.jsonout import dumps as json_text
-from search.outputs.urls import mask_url
 
 if TYPE_CHECKING:
-    from search.analysis import Cost, Forecast, Summary
+    from search.analysis import Summary
     from search.study import Standing, Study, StudyProgress
+    from search.text import Sheet
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Search per-layer attention head schedules.")
 # markup off: every string printed holds user text (study and reference names, schedules, errors), and rich would
@@ -63,157 +62,40 @@ def _train(study: Study, train: Callable[[StudyProgress], Summary]) -> None:
     Ctrl-C or SIGTERM at any moment (before Ray is up too) ends with exit code 130 and what to do next."""
     from search.cli.progress import Progress
     from search.study import StudyInterrupted
+    from search.text import run_interrupted_text
 
     try:
         summary = train(Progress(console=console))
     except StudyInterrupted as interrupt:
-        if interrupt.stored:
-            advice = f"interrupted: in-flight trials were marked FAIL and queued again; continue with\n  {resume_command(study.config)}"
-        else:
-            advice = f"interrupted before study {study.name!r} was created: nothing was stored; run it again to start it"
-        raise _Interrupted(advice) from interrupt
+        raise _Interrupted(run_interrupted_text(study.name, study.config if interrupt.stored else None)) from interrupt
     _print_summary(summary, study.wall_s, study.standing())
 
 
 def _print_summary(s: Summary, wall_s: float | None, standing: Standing | None = None) -> None:
     """The verdict first, then the study table (the schedules' gaps to uniform, references, rung fidelity, where
     the policies stand), the confirmation table and the warnings."""
-    from search.analysis import MIN_CURVES
-    from search.text import (
-        best_how,
-        best_label,
-        confirm_line,
-        crossed_text,
-        driver_gone_text,
-        failed_text,
-        failed_trial_text,
-        gap_report_text,
-        gap_text,
-        look_texts,
-        method_text,
-        not_finite_text,
-        pruning_text,
-        rounds_text,
-        rung_text,
-        tokens_text,
-        unsaved_text,
-        verdict_text,
-        warnings,
-    )
+    from search.text import confirmation_sheet, status_line, status_sheet, warnings
 
-    console.print(Text(f"{s.name}: {verdict_text(s.verdict, s.name)}"), soft_wrap=True)
-    table = Table(title=f"study {s.name}", show_header=False)
-    counts = ", ".join(f"{k.lower()} {v}" for k, v in s.counts.items())
-    confirmation = f", + {s.confirmation_runs} confirmation runs" if s.confirmation_runs else ""
-    table.add_row("trials", f"{counts} (trained {s.trained} of target {s.n_trials}{confirmation})")
-    if standing and standing.stopped:
-        table.add_row("stopped early", standing.stopped.text())
-    if s.rounds:
-        table.add_row("confirmation", rounds_text(s.rounds))
-    seeds = len(s.best_seeds) > 1
-    label = best_label(s)
-    table.add_row(f"{label} schedule", f"{s.best_schedule} ({best_how(s)}; trial {s.best_number})" if s.best_schedule else "-")
-    table.add_row(f"{label} val loss", f"{s.best_value:.4f}" + (" (mean)" if seeds else "") if s.best_value is not None else "-")
-    table.add_row(
-        "uniform baseline",
-        f"{s.baseline_schedule}: {s.baseline_value:.4f}" + (" (mean, same seeds)" if seeds else "")
-        if s.baseline_value is not None
-        else s.baseline_schedule,
-    )
-    table.add_row("gap to uniform", gap_text(s))
-    if s.method:
-        table.add_row("gaps computed by", method_text(s.method))
-    for gap in s.gaps[:TOP_GAPS]:
-        table.add_row(f"  {gap.schedule}", _gap_row(gap))
-    if len(s.gaps) > TOP_GAPS:
-        table.add_row("  ...", f"{len(s.gaps) - TOP_GAPS} more (`status --json` lists every schedule)")
-    if s.failed_runs:
-        table.add_row("failed for good", Text(failed_text(s)))  # the errors are text, never markup
-    for failed in s.failed_trials:
-        table.add_row("failed trial", Text(failed_trial_text(failed)))
-    if s.verdict_one_kind is not None:
-        table.add_row("across hardware", Text(crossed_text(s)))
-    if s.not_finite:
-        table.add_row("left out (not finite)", Text(not_finite_text(s.not_finite)))
-    if s.driver_gone:
-        table.add_row("driver gone", Text(driver_gone_text(s.driver_gone, s.name)))
-    if s.unsaved:
-        table.add_row("models not saved", Text(unsaved_text(s.unsaved, TOP_GAPS)))
-    if s.uniform_noise_floor is not None:
-        table.add_row("noise floor of uniform", f"sd {s.uniform_noise_floor:.4f} across baseline seeds")
-    for ref in s.references:
-        table.add_row(f"reference {ref.name}", f"{ref.schedule}: {ref.val_loss:.4f}, gap {gap_report_text(ref.gap)}")
-    for point in s.pareto:
-        table.add_row(
-            "pareto",
-            ", ".join([f"number {point.number}", f"schedule {point.schedule}", *(f"{k} {v:.4g}" for k, v in point.values.items())]),
-        )
-    if s.infeasible or s.duplicates:
-        table.add_row("infeasible / duplicates", f"{s.infeasible} below min_throughput_ratio / {s.duplicates} served from cache")
-    if s.fidelity is None:
-        table.add_row("rung fidelity", f"not enough complete trials (needs {MIN_CURVES} with a full learning curve)")
-    for rung in s.fidelity or []:
-        table.add_row(f"fidelity at {tokens_text(rung.tokens)} tokens", rung_text(rung))
-    if s.pruning_from:
-        table.add_row("pruning starts", pruning_text(s.pruning_from))
-    for schedule, position in standing.race.standing.items() if standing and standing.race else ():
-        table.add_row(f"race {schedule}", position.text())
-    for number, look in enumerate(look_texts(s), 1):
-        table.add_row(f"look {number}", look)
-    if s.deciding:
-        table.add_row("deciding costs", _cost_text(s.deciding, "this study's median run"))
-    if wall_s is not None:
-        table.add_row("wall time", f"{wall_s:.1f} s")
-    if wall_s is not None and s.verdict.next:
-        table.add_row("next", f"train the seeds that decide: {confirm_line(s.name, s.verdict.next.top, s.verdict.next.seeds)}")
-    console.print(table)
+    console.print(status_line(s), highlight=False, soft_wrap=True)
+    stopped = standing.stopped.text() if standing and standing.stopped else None
+    race = {schedule: position.text() for schedule, position in standing.race.standing.items()} if standing and standing.race else {}
+    _draw(status_sheet(s, wall_s, stopped, race))
     if s.confirmation:
-        _print_confirmation(s.confirmation, f"confirmation of {s.name} (fresh seeds, never searched on)")
+        _draw(confirmation_sheet(s.name, s.confirmation))
     for warning in warnings(s):
         err.print(f"warning: {warning}", highlight=False, soft_wrap=True)
 
 
-def _cost_text(c: Cost, speed: str) -> str:
-    """Runs, tokens and hours of training one run at a time, at the tokens/s that `speed` names."""
-    from search.text import tokens_text
-
-    text = f"{c.runs} runs, {tokens_text(c.tokens)} training tokens"
-    if c.hours is None or c.tokens_per_s is None:
-        return f"{text}; no tokens/s recorded, so no time"
-    return f"{text}, {_hours_text(c.hours)} of training one run at a time at {c.tokens_per_s:,.0f} tokens/s ({speed})"
-
-
-def _hours_text(hours: float) -> str:
-    return f"{hours:,.1f} h" if hours >= 1 else f"{max(hours * 60, 1):.0f} min" if hours * 60 >= 0.5 else "under a minute"
-
-
-TOP_GAPS = 5  # schedules listed in `status` by paired mean; --json has all
-
-
-def _gap_row(gap) -> str:
-    from search.analysis import PairedGap
-    from search.text import paired_gap_text
-
-    shown = PairedGap.of(gap.contrast, gap.adjusted_p)
-    seeds = f"seed{'s' if len(gap.seeds) > 1 else ''} {', '.join(map(str, gap.seeds))}"  # which seeds, not how many
-    return f"{paired_gap_text(shown)} {shown.verdict if shown.low is not None else ''} {seeds}".replace("  ", " ")
-
-
-def _print_confirmation(rows, title: str) -> None:
-    from search.text import paired_gap_text
-
-    table = Table(title=title)
-    for col in ("schedule", "seeds", "val loss (mean ± sd)", "gap to uniform (paired, 95% t interval)", "verdict"):
-        table.add_column(col)
-    for row in rows:
-        loss = (
-            "-"
-            if row.val_loss_mean is None
-            else f"{row.val_loss_mean:.4f}" + (f" ± {row.val_loss_std:.4f}" if row.val_loss_std is not None else "")
-        )
-        gap = row.gap
-        table.add_row(row.schedule, str(row.seeds), loss, paired_gap_text(gap) if gap else "(uniform)", gap.verdict if gap else "")
+def _draw(sheet: Sheet) -> None:
+    """A search.text sheet as a rich table, then its notes."""
+    table = Table(title=sheet.title, show_header=bool(sheet.columns))
+    for column in sheet.columns:
+        table.add_column(column)
+    for row in sheet.rows:
+        table.add_row(*row)
     console.print(table)
+    for note in sheet.notes:
+        console.print(note, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -262,7 +144,7 @@ def status(
     """Trials by state, best schedule, its paired gap to uniform (t interval), confirmation and rung fidelity."""
     from search.analysis import summaries
     from search.study import Study
-    from search.text import summary_json
+    from search.text import left_out_text, no_studies_text, not_ours_text, summary_json
 
     url = storage_or_default(storage)
     # plain: another tool's, left out; damaged: a study whose own data cannot be decoded, named with why
@@ -276,13 +158,13 @@ def status(
         print(json_text(listed[0] if name else listed, indent=2))
         return
     if not studies and not unreadable:
-        console.print(f"no prism-search studies in {mask_url(url)} yet; start one with `prism-search run STUDY.toml`", soft_wrap=True)
+        console.print(no_studies_text(url), soft_wrap=True)
     for study, summary in found:
         _print_summary(summary, None, study.standing())
     for bad, why in unreadable.items():
-        err.print(f"study {bad} left out: {why}", soft_wrap=True, highlight=False, markup=False)
+        err.print(left_out_text(bad, why), soft_wrap=True, highlight=False, markup=False)
     if plain:
-        console.print(f"not created by prism-search (left out): {', '.join(plain)}", soft_wrap=True, highlight=False, markup=False)
+        console.print(not_ours_text(plain), soft_wrap=True, highlight=False, markup=False)
 
 
 @app.command()
@@ -291,14 +173,13 @@ def schedules(
     list_all: bool = typer.Option(False, "--list", help="print every schedule of the space, one per line"),
 ) -> None:
     """The size of the study's schedule space and, with --list, every schedule in it."""
-    config = load_config(study_file)
-    family = config.family
-    console.print(
-        f"{family.name}: {family.size():,} schedules ({config.model.n_layer} layers, head counts {family.counts})",
-        highlight=False,
-    )
+    from search.study import Study
+    from search.text import space_text
+
+    config = Study.create(study_file).config
+    console.print(space_text(config), highlight=False)
     if list_all:
-        for schedule in family.enumerate():
+        for schedule in config.family.enumerate():
             print(schedule)
 
 
@@ -318,98 +199,13 @@ def plan(
 ) -> None:
     """Forecast what a verdict at the margin costs (paired seeds, runs, tokens, hours) before any compute."""
     from search.study import Study
-    from search.text import forecast_json
+    from search.text import forecast_json, forecast_sheet
 
     f = Study.create(study_file, storage=storage).forecast(noise_from=noise_from, sd=sd, margin=margin, tokens_per_s=tokens_per_s)
     if as_json:
         print(json_text(forecast_json(f), indent=2))
         return
-    _print_forecast(f)
-
-
-def _print_forecast(f: Forecast) -> None:
-    from search.analysis import NOISE_PAIRED, NOISE_STATED
-    from search.text import forecast_command, method_text, tokens_text
-
-    m = f"{f.margin:.4g}"
-    then = "two confirmation rounds" if f.rounds else f"confirm the top {f.top} on fresh seeds"
-    title = f"plan for {f.study} at margin {m}: search at one seed, then {then}"
-    table = Table(title=title, show_header=False)
-    n = f.noise
-    if n.source == NOISE_STATED:
-        where = "stated (--sd)"
-    elif n.source == NOISE_PAIRED:
-        where = f"the paired runs of study {n.study} ({method_text(n.method)})"
-    else:
-        where = (
-            f"sqrt 2 x uniform's sd across the {(n.df or 0) + 1} seeds of study {n.study}: no schedule has paired seeds there, so "
-            "this is an upper bound (pairing removes each seed's own luck, which this sd holds)"
-        )
-    table.add_row("noise", f"sd {n.sd_pair:.4f} of one paired difference: {where}")
-    if f.pairs is None or f.resolution is None or f.total is None:  # never for rounds: their runs are fixed
-        table.add_row("seeds", f"over 1,000 paired seeds per schedule: a margin of {m} is below what seeds resolve at this noise")
-        console.print(table)
-        return
-    if f.rounds:
-        seeds, confirm = _rounds_rows(f, f.pairs, f.resolution)
-    else:
-        detects = f"they detect {f.resolution:.4f} with 80% power, two-sided test at 0.05"
-        seeds = f"{f.pairs} paired seeds per schedule resolve {m} ({detects})"
-        each = f"{f.top} schedules and uniform x {f.pairs} fresh seeds; {f.top} is confirm's default --top"
-        confirm = f"{f.confirm_runs} runs: `{forecast_command(f)}` ({each})"
-    table.add_row("seeds", seeds)
-    space = f"; the space holds {f.space}" if f.search_runs < f.n_trials else ""
-    table.add_row("search", f"{f.search_runs} runs at the study seed (n_trials {f.n_trials}{space})")
-    table.add_row("confirm", confirm)
-    table.add_row("total", f"{f.total.runs} runs x {tokens_text(f.tokens_per_run)} tokens = {tokens_text(f.total.tokens)} training tokens")
-    table.add_row("time", _forecast_time(f))
-    if not f.rounds:
-        table.add_row("left at one seed", "schedules the search trains once and confirm does not take are judged on one pair each")
-    console.print(table)
-
-
-def _rounds_rows(f: Forecast, pairs: int, resolution: float) -> tuple[str, str]:
-    """The seeds and confirm rows of a study confirmed in rounds: its runs are fixed; what its test resolves here."""
-    from search.text import confirm_line
-
-    m = f"{f.margin:.4g}"
-    resolves = (
-        f"resolves the margin {m}"
-        if resolution <= f.margin
-        else f"does not resolve the margin {m} at this noise: it needs {f.needed} paired seeds, `{confirm_line(f.study, 1, f.needed)}` "
-        "after the rounds"
-        if f.needed
-        else f"does not resolve the margin {m} at this noise, nor would any number of seeds up to 1,000"
-    )
-    seeds = (
-        f"the frozen pick and uniform on {pairs} fresh seeds, tested on the residual variance pooled over every run "
-        f"({f.rounds_df} df): detects {resolution:.4f} with 80% power, two-sided test at 0.05; it {resolves}"
-    )
-    confirm = (
-        f"{f.confirm_runs} runs that `run` trains after the search: round 1, the best {f.top} and uniform on one fresh seed "
-        f"({f.top + 1} runs); round 2, the best of them frozen and uniform on {pairs} new seeds ({2 * pairs} runs)"
-    )
-    return seeds, confirm
-
-
-def _forecast_time(f: Forecast) -> str:
-    from search.analysis import SPEED_MEASURED, SPEED_STATED, SPEED_STORED
-
-    s, hours = f.speed, f.total.hours if f.total else None
-    if s is None or hours is None:
-        return (
-            "no tokens/s: the config trains on a GPU, none is here, and the GPU recipe states no measured figure "
-            "(scripts/gpu_recipe.py times a trial at an assumed MFU, or measures it with --measure on a GPU); pass --tokens-per-s"
-        )
-    source = {
-        SPEED_STATED: "given --tokens-per-s",
-        SPEED_STORED: f"the median of study {s.study}'s {s.runs} stored runs, on the machines they ran on",
-        SPEED_MEASURED: f"measured here: uniform {s.schedule}, {s.steps} steps after {s.warmup} warm-up, {s.threads} thread(s), {s.device}",
-    }[s.source]
-    text = f"{_hours_text(hours)} of training one run at a time at {s.tokens_per_s:,.0f} tokens/s ({source})"
-    if f.workers > 1:
-        text += f"; about {_hours_text(hours / f.workers)} on its {f.workers} workers if each keeps that speed"
-    return text
+    _draw(forecast_sheet(f))
 
 
 @app.command()
@@ -425,17 +221,14 @@ def confirm(
     """Re-train the top schedules and the uniform baseline with fresh seeds; print each one's paired gap to uniform."""
     from search.cli.progress import Progress
     from search.study import Study, StudyInterrupted
-    from search.text import confirm_line
+    from search.text import confirm_interrupted_text, confirmation_sheet
 
     study = Study.load(name, storage=storage)
     try:
         rows = study.confirm(top, seeds, workers=workers, address=address, track=track or (), progress=Progress(console=console))
     except StudyInterrupted as interrupt:
-        raise _Interrupted(
-            f"interrupted: the confirmation runs finished so far are stored; run `{confirm_line(name, top, seeds)} "
-            f"--storage {mask_url(study.storage)}` again to train the rest"
-        ) from interrupt
-    _print_confirmation(rows, f"confirmation of {name} (fresh seeds, never searched on)")
+        raise _Interrupted(confirm_interrupted_text(name, top, seeds, study.storage)) from interrupt
+    _draw(confirmation_sheet(name, rows))
 
 
 @app.command()
@@ -446,17 +239,18 @@ def delete(
 ) -> None:
     """Remove a study from its storage, with its folder of trial models and outputs; other studies stay."""
     from search.study import Study
+    from search.text import NOTHING_DELETED, delete_question, deleted_text
 
     study = Study.load(name, storage=storage)
     trials = len(study.optuna_study.get_trials(deepcopy=False))  # a missing study is its one-line error here, before asking
     if not yes:
         if not sys.stdin.isatty():
             raise PrismSearchError(f"delete {name}: nobody to ask on standard input (fix: pass --yes to delete without asking)")
-        if not typer.confirm(f"delete study {name!r} ({trials} trials) from {mask_url(study.storage)} and its trial folder?"):
-            console.print("nothing deleted", highlight=False)
+        if not typer.confirm(delete_question(name, trials, study.storage)):
+            console.print(NOTHING_DELETED, highlight=False)
             return
     folder = study.delete()
-    console.print(f"deleted study {name!r} ({trials} trials)" + (f" and {folder}" if folder else ""), soft_wrap=True, highlight=False)
+    console.print(deleted_text(name, trials, folder), soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -467,7 +261,7 @@ def best(
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
     from search.study import Study
-    from search.text import best_json, gap_text, verdict_text
+    from search.text import best_json, best_lines
 
     s = Study.load(name, storage=storage).summary()
     if s.best_schedule is None:
@@ -475,12 +269,8 @@ def best(
     if as_json:
         print(best_json(s))
         return
-    print(f"verdict\t{verdict_text(s.verdict, s.name)}")
-    print(f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {gap_text(s)}")
-    for point in s.pareto:
-        print(
-            "pareto\t" + "\t".join([f"number {point.number}", f"schedule {point.schedule}", *(f"{k} {v}" for k, v in point.values.items())])
-        )
+    for line in best_lines(s):
+        print(line)
 
 
 @app.command()
@@ -494,6 +284,7 @@ def export(
 ) -> None:
     """Every finished trial as a row: objectives, metrics and one column per layer's head count; or one schedule."""
     from search.study import Study
+    from search.text import unfinished_text
 
     if schedule is None and fmt not in ("csv", "json"):
         raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json (hf and nanogpt with --schedule)")
@@ -502,7 +293,7 @@ def export(
     if schedule is not None and schedule.isdigit():  # a schedule that never finished training is no measured choice
         ended = next((row.state for row in study.trials() if row.number == int(schedule)), None)
         if ended in ("PRUNED", "FAIL"):
-            err.print(f"warning: trial {schedule} ended {ended}: its schedule was not trained to the end", highlight=False)
+            err.print(unfinished_text(schedule, ended), highlight=False)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -542,6 +333,7 @@ def train(
     """Train one model with one schedule and print its result record."""
     from prism import format_profile
     from search.study import SingleRun, TrainOverrides
+    from search.text import train_sheet
 
     overrides = TrainOverrides(
         corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size, steps=steps, warmup_steps=warmup_steps, seed=seed, threads=threads
@@ -550,20 +342,7 @@ def train(
     if as_json:
         print(json_text(run.result.to_dict(), indent=2))
     else:
-        r = run.result
-        table = Table(title=f"train {r.schedule}", show_header=False)
-        for label, value in (
-            ("final val loss", f"{r.final_val_loss:.4f}"),
-            ("steps", r.steps),
-            ("tokens", r.tokens),
-            ("tokens/s", f"{r.tokens_per_s:,.0f}"),
-            ("params", f"{r.n_params:,}"),
-            ("FLOPs/token", "unknown" if r.flops_per_token is None else f"{r.flops_per_token:,}"),
-            ("wall time", f"{r.wall_time_s:.1f} s"),
-            ("checkpoint", r.extra.get(ATTR_CHECKPOINT) or r.extra.get(ATTR_CHECKPOINT_ERROR, "-")),
-        ):
-            table.add_row(label, str(value))
-        console.print(table)
+        _draw(train_sheet(run.result))
     if run.profile is not None:
         print(format_profile(run.profile))
     if save and (unsaved := run.result.extra.get(ATTR_CHECKPOINT_ERROR)):  # asked for a model, got only its result
@@ -578,9 +357,10 @@ def analyze(
     """Per-layer metrics table of a saved model on its corpus's validation text."""
     from prism import format_profile
     from search.study import ModelMetrics
+    from search.text import measured_text
 
     metrics = ModelMetrics.of(path, storage_or_default(storage))
-    console.print(f"schedule {metrics.meta['schedule']} on {metrics.meta['data']['name']}", highlight=False)
+    console.print(measured_text(metrics.meta["schedule"], metrics.meta["data"]["name"]), highlight=False)
     print(format_profile(metrics.layers))
 
 
@@ -609,11 +389,10 @@ def report(
 ) -> None:
     """Write one self-contained HTML report of a study (plotly.js embedded: opens offline)."""
     from search.dashboard import write_report
+    from search.text import report_text
 
     path = write_report(storage_or_default(storage), name, output)
-    console.print(
-        f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); open it in any browser, no network needed", soft_wrap=True, highlight=False
-    )
+    console.print(report_text(path, path.stat().st_size), soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -627,15 +406,11 @@ def audit(
 ) -> None:
     """Per-layer geometry of a model on fixed probe texts, and its transition zones."""
     from search.priors import write_audit
+    from search.text import audit_files_text, audit_sheet
 
     profile, report = write_audit(source, storage_or_default(storage), output, html)
-    table = Table(title=f"transition zones of {source} ({profile.schedule})")
-    for col in ("depth", "from layer", "span", "strength"):
-        table.add_column(col)
-    for z in profile.zones:
-        table.add_row(f"{z.depth:.3f}", str(z.layer), f"{z.start:.2f}-{z.end:.2f}", f"{z.strength:.3f}")
-    console.print(table)
-    console.print(f"profile: {output}  report: {report}")
+    _draw(audit_sheet(source, profile.schedule, [(z.depth, z.layer, z.start, z.end, z.strength) for z in profile.zones]))
+    console.print(audit_files_text(output, report))
 
 
 @app.command()
@@ -647,42 +422,14 @@ def prior(
 ) -> None:
     """Map a geometry profile to a ranked list of schedules in the study's family."""
     from search.priors import LATE_DEFAULT, ONSET_DEFAULT, write_prior
+    from search.study import Study
+    from search.text import prior_file_text, prior_sheet
 
-    config = load_config(study_file)
-    result = write_prior(profile_file, config, top, output)
-    onset = result.onset
-    table = Table(
-        title=f"prior for {config.name} ({config.space.family} family, baseline {result.baseline}); integration onset "
-        + (f"at depth {onset.depth:.3f} (layer {onset.layer})" if onset else f"not found: default depth {ONSET_DEFAULT}")
-    )
-    columns = _prior_columns(LATE_DEFAULT)
-    for col, _ in columns:
-        table.add_column(col)
-    for e in result.schedules:
-        table.add_row(str(e.rank), e.schedule, e.variant, f"{e.distance:g}")
-    console.print(table)
-    for col, meaning in columns:
-        console.print(f"{col}: {meaning}", highlight=False, soft_wrap=True)
-    console.print(f"prior: {output}")
-
-
-def _prior_columns(late_default: float) -> list[tuple[str, str]]:
-    """The `prior` table's columns and what each means, printed under it (the rule: search/priors/mapping.py)."""
-    return [
-        ("rank", "the order in which `run --prior` queues the schedules (most literal reading of the profile first)"),
-        ("schedule", "a member of the study's family, head counts as HEADSxLAYERS"),
-        (
-            "variant",
-            "the hypothesis (reading of the profile) it stands for; ideal: the widest heads first, reaching the baseline's head "
-            "count at the integration onset (the strongest transition zone), one count higher from a late zone on if one was found; "
-            f"other-late: the ideal without that late step (or with one at depth {late_default} when none was found); onset+1 / onset-1: "
-            "the ramp completing one layer later / earlier; ',top+1': the same shape ending one head count above the baseline",
-        ),
-        (
-            "distance",
-            "from the variant's ideal schedule to this one: summed |log2 head count difference| over layers; 0 = the ideal itself",
-        ),
-    ]
+    result = write_prior(profile_file, Study.create(study_file).config, top, output)
+    onset = (result.onset.depth, result.onset.layer) if result.onset else None
+    ranked = [(e.rank, e.schedule, e.variant, e.distance) for e in result.schedules]
+    _draw(prior_sheet(result.study, result.family, result.baseline, onset, (ONSET_DEFAULT, LATE_DEFAULT), ranked))
+    console.print(prior_file_text(output))
 
 
 def _escape_help_markup(app: typer.Typer) -> None:
@@ -733,7 +480,9 @@ def main() -> None:
             raise
         _fail(failure.text)
     if code == 130:  # typer's answer to a Ctrl-C outside a study's lifecycle (loading the config, preflight)
-        err.print("interrupted before anything was stored", highlight=False)
+        from search.text import NOTHING_STORED
+
+        err.print(NOTHING_STORED, highlight=False)
     sys.exit(code if isinstance(code, int) else 0)
 
 
