@@ -15,6 +15,11 @@ a guess that looks nothing up), which a learned task ends far below.
   digit tokens, each followed by the symbol there: a look-up keyed on position, one layer for one digit.
 - `count`: symbols, each followed by how often it came before: a look-up keyed on the symbol itself.
 - `mix`: each sequence a pointer one or a count one, by a fair coin, so one model needs both kinds of look-up.
+- `offset`: units of fresh symbols, a marker naming j in 1..offsets and the answer, the first symbol of the j-th
+  most recent unit (with `near`, followed by the unit's other fresh symbols, as one word): a look-up keyed on
+  relative position and aimed by the marker, beside `near` look-ups at fixed distances.
+  With rotary positions one head selects offset j through its rotation frequencies, so a wide head (many
+  frequencies) can aim where a narrow one (few) blurs over the window.
 
 Fairness, as for text corpora: training sequences come from a generator seeded by the trial's seed alone, so two
 schedules at one seed see the same sequences in the same order; validation sequences come from a fixed stream,
@@ -33,7 +38,7 @@ if TYPE_CHECKING:
     import torch
 
 IGNORE = -100  # torch's cross_entropy ignore_index: targets that score nothing
-TASKS = ("mqar", "pointer", "count", "mix")
+TASKS = ("mqar", "pointer", "count", "mix", "offset")
 GENERATOR = 1  # the sampler's version, part of a task corpus's fingerprint: a changed sampler is a different corpus
 _TRAIN_STREAM, _VAL_STREAM = 1, 2  # entropy prefixes: training seeds and the validation stream never share a generator
 
@@ -293,12 +298,74 @@ class MixTask:
         return float(sum(loss * answers for loss, answers in parts) / sum(answers for _, answers in parts))
 
 
-Task = RecallTask | PointerTask | CountTask | MixTask
-_KINDS: dict[str, type[RecallTask] | type[PointerTask] | type[CountTask] | type[MixTask]] = {
+@dataclass(frozen=True)
+class OffsetTask:
+    """`offset`'s settings and its sampler."""
+
+    offsets: int = 16  # a marker names the j-th most recent unit, j in 1..offsets
+    symbols: int = 16
+    near: int = 0  # fresh symbols after the aimed one in each unit, also spelled by the answer
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < (0 if f.name == "near" else 1):
+                raise TaskError(f"offset: {f.name} must be at least {0 if f.name == 'near' else 1}, got {getattr(self, f.name)}")
+
+    @property
+    def name(self) -> str:
+        return _name("offset", self)
+
+    @property
+    def unit(self) -> int:
+        return self.near + 3  # the aimed symbol, the near ones, the marker, the answer
+
+    @property
+    def vocab_size(self) -> int:
+        return self.symbols + self.offsets + self.symbols ** (1 + self.near)  # symbols, markers, answer words
+
+    def queries(self, block_size: int) -> int:
+        return (block_size + 1) // self.unit
+
+    def check_block(self, block_size: int) -> None:
+        if self.queries(block_size) < 1:
+            raise TaskError(f"{self.name}: block_size={block_size} has no room for a query (fix: model.block_size >= {self.unit - 1})")
+
+    def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """As RecallTask.sample: (inputs, targets), targets IGNORE except at answers. Unit i is 1 + near fresh symbols,
+        the marker of j (at most i + 1: early units aim nearer) and the answer: the word, in base `symbols`, of the
+        first fresh symbol of unit i + 1 - j followed by unit i's near symbols."""
+        self.check_block(block_size)
+        n_units = self.queries(block_size)
+        fresh = rng.integers(0, self.symbols, size=(n, n_units, 1 + self.near))
+        reach = np.minimum(self.offsets, np.arange(1, n_units + 1))  # unit i can reach i + 1 units back
+        offset = 1 + (rng.random((n, n_units)) * reach).astype(np.int64)
+        aimed = np.take_along_axis(fresh[..., 0], np.arange(n_units) + 1 - offset, axis=1)
+        word = np.concatenate([aimed[..., None], fresh[..., 1:]], axis=2) @ self.symbols ** np.arange(self.near, -1, -1)
+        markers, answers = self.symbols - 1 + offset, self.symbols + self.offsets + word
+        units = np.concatenate([fresh, markers[..., None], answers[..., None]], axis=2)
+        return _sequences(np.zeros((n, 0), dtype=np.int64), units, block_size)
+
+    def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
+        """The loss of guessing the aimed symbol among the first symbols of the units the marker could name, in
+        proportion to how often each occurs there, and each near symbol uniformly: all a model knows that sees the
+        window but cannot aim within it, nor read its own unit."""
+        losses = []
+        for row, target in zip(inputs, targets):
+            for at in np.flatnonzero(target != IGNORE):  # at: a marker's position
+                first = at - 1 - self.near  # its unit's first symbol
+                window = row[max(0, first - self.unit * (self.offsets - 1)) : first + 1 : self.unit]
+                aimed = (target[at] - self.symbols - self.offsets) // self.symbols**self.near
+                losses.append(-np.log(np.mean(window == aimed)) + self.near * np.log(self.symbols))
+        return float(np.mean(losses))
+
+
+Task = RecallTask | PointerTask | CountTask | MixTask | OffsetTask
+_KINDS: dict[str, type[RecallTask] | type[PointerTask] | type[CountTask] | type[MixTask] | type[OffsetTask]] = {
     "mqar": RecallTask,
     "pointer": PointerTask,
     "count": CountTask,
     "mix": MixTask,
+    "offset": OffsetTask,
 }
 
 

@@ -6,7 +6,7 @@ import torch
 
 from prism import ModelConfig, Schedule, TrainConfig, Trainer, load_corpus, train_batches, val_batches
 from prism.data import CorpusError, check_windows
-from prism.tasks import IGNORE, CountTask, MixTask, PointerTask, RecallTask, TaskError, parse_task
+from prism.tasks import IGNORE, CountTask, MixTask, OffsetTask, PointerTask, RecallTask, TaskError, parse_task
 
 TASK = "mqar:pairs=4,key_len=2,keys=4,values=8"
 
@@ -62,7 +62,31 @@ def test_a_mix_is_pointer_or_count_sequences_in_separate_tokens():
     assert 0 < task.floor(x, y) < math.log(4)
 
 
-@pytest.mark.parametrize("name", [TASK, "pointer:digits=2,base=3,symbols=5", "count:symbols=4", "mix:base=4,symbols=4"])
+def test_an_offset_answer_spells_the_aimed_unit_s_first_symbol_then_its_own_near_symbols():
+    task = parse_task("offset:offsets=3,symbols=3,near=2")
+    x, y = task.sample(np.random.default_rng(0), 4, 24)
+    assert task.unit == 5 and task.vocab_size == 3 + 3 + 27 and task.queries(24) == 5
+    for row, target in zip(x, y):
+        units = np.append(row, target[-1]).reshape(5, 5)  # the inputs and the last answer: five whole units
+        assert np.flatnonzero(target != IGNORE).tolist() == [3, 8, 13, 18, 23]
+        for i, (a, b, c, marker, _) in enumerate(units):
+            j = marker - 3 + 1
+            assert max(a, b, c) < 3 and 1 <= j <= min(3, i + 1)
+            assert target[5 * i + 3] == units[i, 4] == 6 + 9 * units[i + 1 - j, 0] + 3 * b + c
+
+
+def test_the_offset_floor_knows_the_window_but_not_the_aim():
+    task = OffsetTask(offsets=4, symbols=2)
+    x, y = task.sample(np.random.default_rng(1), 200, 60)
+    assert 0 < task.floor(x, y) < math.log(2)  # early units reach fewer symbols, some windows repeat one
+    near = OffsetTask(offsets=4, symbols=2, near=2)
+    x, y = near.sample(np.random.default_rng(1), 200, 60)
+    assert task.floor(*task.sample(np.random.default_rng(1), 200, 60)) + 2 * math.log(2) == pytest.approx(near.floor(x, y), abs=0.05)
+
+
+@pytest.mark.parametrize(
+    "name", [TASK, "pointer:digits=2,base=3,symbols=5", "count:symbols=4", "mix:base=4,symbols=4", "offset:offsets=4,near=1"]
+)
 def test_training_batches_depend_on_the_seed_only_and_validation_batches_are_fixed(name):
     corpus = load_corpus(name)
     first, again = (next(train_batches(corpus, 32, 4, seed=5)) for _ in range(2))
@@ -91,6 +115,8 @@ def test_a_task_corpus_names_its_settings_in_its_fingerprint():
         ("pointer:pairs=2", "SETTING one of digits, base, symbols"),
         ("pointer:base=0", "base must be at least 1"),
         ("mix:cap=0", "count: cap must be at least 1"),
+        ("offset:offsets=0", "offsets must be at least 1"),
+        ("offset:near=-1", "near must be at least 0"),
     ],
 )
 def test_a_bad_task_setting_is_named_with_its_fix(name, words):
@@ -103,7 +129,7 @@ def test_a_bad_task_setting_is_named_with_its_fix(name, words):
 def test_a_name_of_no_task_is_a_corpus_path():
     with pytest.raises(CorpusError, match="not a built-in corpus"):
         load_corpus("maze:pairs=2")
-    with pytest.raises(TaskError, match="unknown task 'maze'; use one of mqar, pointer, count, mix"):
+    with pytest.raises(TaskError, match="unknown task 'maze'; use one of mqar, pointer, count, mix, offset"):
         parse_task("maze:pairs=2")
 
 
