@@ -62,30 +62,33 @@ def test_a_mix_is_pointer_or_count_sequences_in_separate_tokens():
     assert 0 < task.floor(x, y) < math.log(4)
 
 
-def test_an_offset_answer_spells_the_aimed_unit_s_first_symbol_then_its_own_near_symbols():
-    task = parse_task("offset:offsets=3,symbols=3,near=2")
-    x, y = task.sample(np.random.default_rng(0), 4, 24)
-    assert task.unit == 5 and task.vocab_size == 3 + 3 + 27 and task.queries(24) == 5
+def test_an_offset_group_answers_with_the_word_of_the_symbols_its_markers_aim_at():
+    task = parse_task("offset:offsets=3,symbols=3,group=2")
+    x, y = task.sample(np.random.default_rng(0), 4, 35)
+    assert task.blank == 6 and task.vocab_size == 3 + 3 + 1 + 9 and task.queries(35) == 6
     for row, target in zip(x, y):
-        units = np.append(row, target[-1]).reshape(5, 5)  # the inputs and the last answer: five whole units
-        assert np.flatnonzero(target != IGNORE).tolist() == [3, 8, 13, 18, 23]
-        for i, (a, b, c, marker, _) in enumerate(units):
+        units = np.append(row, target[-1]).reshape(12, 3)  # the inputs and the last answer: twelve whole units
+        assert np.flatnonzero(target != IGNORE).tolist() == list(range(4, 36, 6))
+        aimed = []
+        for i, (symbol, marker, place) in enumerate(units):
             j = marker - 3 + 1
-            assert max(a, b, c) < 3 and 1 <= j <= min(3, i + 1)
-            assert target[5 * i + 3] == units[i, 4] == 6 + 9 * units[i + 1 - j, 0] + 3 * b + c
+            assert symbol < 3 and 1 <= j <= min(3, i + 1)
+            aimed.append(units[i + 1 - j, 0])
+            assert place == (7 + 3 * aimed[-2] + aimed[-1] if i % 2 else 6)  # the blank, then the group's word
+            assert i % 2 == 0 or target[3 * i + 1] == place
 
 
 def test_the_offset_floor_knows_the_window_but_not_the_aim():
     task = OffsetTask(offsets=4, symbols=2)
-    x, y = task.sample(np.random.default_rng(1), 200, 60)
+    x, y = task.sample(np.random.default_rng(1), 400, 60)
     assert 0 < task.floor(x, y) < math.log(2)  # early units reach fewer symbols, some windows repeat one
-    near = OffsetTask(offsets=4, symbols=2, near=2)
-    x, y = near.sample(np.random.default_rng(1), 200, 60)
-    assert task.floor(*task.sample(np.random.default_rng(1), 200, 60)) + 2 * math.log(2) == pytest.approx(near.floor(x, y), abs=0.05)
+    pairs = OffsetTask(offsets=4, symbols=2, group=2)
+    x, y = pairs.sample(np.random.default_rng(1), 400, 60)
+    assert pairs.floor(x, y) == pytest.approx(2 * task.floor(*task.sample(np.random.default_rng(1), 400, 60)), rel=0.1)
 
 
 @pytest.mark.parametrize(
-    "name", [TASK, "pointer:digits=2,base=3,symbols=5", "count:symbols=4", "mix:base=4,symbols=4", "offset:offsets=4,near=1"]
+    "name", [TASK, "pointer:digits=2,base=3,symbols=5", "count:symbols=4", "mix:base=4,symbols=4", "offset:offsets=4,group=2"]
 )
 def test_training_batches_depend_on_the_seed_only_and_validation_batches_are_fixed(name):
     corpus = load_corpus(name)
@@ -116,7 +119,7 @@ def test_a_task_corpus_names_its_settings_in_its_fingerprint():
         ("pointer:base=0", "base must be at least 1"),
         ("mix:cap=0", "count: cap must be at least 1"),
         ("offset:offsets=0", "offsets must be at least 1"),
-        ("offset:near=-1", "near must be at least 0"),
+        ("offset:group=0", "group must be at least 1"),
     ],
 )
 def test_a_bad_task_setting_is_named_with_its_fix(name, words):
