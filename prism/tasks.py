@@ -15,6 +15,12 @@ a guess that looks nothing up), which a learned task ends far below.
   digit tokens, each followed by the symbol there: a look-up keyed on position, one layer for one digit.
 - `count`: symbols, each followed by how often it came before: a look-up keyed on the symbol itself.
 - `mix`: each sequence a pointer one or a count one, by a fair coin, so one model needs both kinds of look-up.
+- `offset`: units of a fresh symbol, a marker naming j in 1..offsets and an answer place; the last unit of each
+  `group` answers with the symbols its group's markers aim at (each the j-th most recent unit's), as one word. One
+  aim is a look-up keyed on relative position; a group of them is two steps: aim at every marker, then gather the
+  group's results at fixed distances into the answer.
+  With rotary positions one head selects offset j through its rotation frequencies, so a wide head (many
+  frequencies) can aim where a narrow one (few) blurs over the window.
 
 Fairness, as for text corpora: training sequences come from a generator seeded by the trial's seed alone, so two
 schedules at one seed see the same sequences in the same order; validation sequences come from a fixed stream,
@@ -33,7 +39,7 @@ if TYPE_CHECKING:
     import torch
 
 IGNORE = -100  # torch's cross_entropy ignore_index: targets that score nothing
-TASKS = ("mqar", "pointer", "count", "mix")
+TASKS = ("mqar", "pointer", "count", "mix", "offset")
 GENERATOR = 1  # the sampler's version, part of a task corpus's fingerprint: a changed sampler is a different corpus
 _TRAIN_STREAM, _VAL_STREAM = 1, 2  # entropy prefixes: training seeds and the validation stream never share a generator
 
@@ -293,12 +299,77 @@ class MixTask:
         return float(sum(loss * answers for loss, answers in parts) / sum(answers for _, answers in parts))
 
 
-Task = RecallTask | PointerTask | CountTask | MixTask
-_KINDS: dict[str, type[RecallTask] | type[PointerTask] | type[CountTask] | type[MixTask]] = {
+@dataclass(frozen=True)
+class OffsetTask:
+    """`offset`'s settings and its sampler."""
+
+    offsets: int = 16  # a marker names the j-th most recent unit, j in 1..offsets
+    symbols: int = 16
+    group: int = 1  # units whose aimed symbols one answer spells
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 1:
+                raise TaskError(f"offset: {f.name} must be at least 1, got {getattr(self, f.name)}")
+
+    @property
+    def name(self) -> str:
+        return _name("offset", self)
+
+    @property
+    def blank(self) -> int:
+        """The token in the answer place of a unit that does not end its group."""
+        return self.symbols + self.offsets
+
+    @property
+    def vocab_size(self) -> int:
+        return self.blank + 1 + self.symbols**self.group  # symbols, markers, the blank, answer words
+
+    def queries(self, block_size: int) -> int:
+        return (block_size + 1) // (3 * self.group)
+
+    def check_block(self, block_size: int) -> None:
+        if self.queries(block_size) < 1:
+            raise TaskError(f"{self.name}: block_size={block_size} has no room for a query (fix: model.block_size >= {3 * self.group - 1})")
+
+    def sample(self, rng: np.random.Generator, n: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """As RecallTask.sample: (inputs, targets), targets IGNORE except at answers. Unit i is a fresh symbol, the
+        marker of j (at most i + 1: early units aim nearer) and an answer place; the last unit of each group answers
+        with the word, in base `symbols`, of the symbols its group's markers aim at (the first unit's first)."""
+        self.check_block(block_size)
+        n_groups = self.queries(block_size)
+        n_units = n_groups * self.group
+        fresh = rng.integers(0, self.symbols, size=(n, n_units))
+        reach = np.minimum(self.offsets, np.arange(1, n_units + 1))  # unit i can reach i + 1 units back
+        offset = 1 + (rng.random((n, n_units)) * reach).astype(np.int64)
+        aimed = np.take_along_axis(fresh, np.arange(n_units) + 1 - offset, axis=1)
+        words = aimed.reshape(n, n_groups, self.group) @ self.symbols ** np.arange(self.group - 1, -1, -1)
+        places = np.full((n, n_groups, self.group), self.blank)
+        places[..., -1] = self.blank + 1 + words
+        units = np.stack([fresh, self.symbols - 1 + offset, places.reshape(n, n_units)], axis=2)
+        return _sequences(np.zeros((n, 0), dtype=np.int64), units.reshape(n, n_groups, -1), block_size)
+
+    def floor(self, inputs: np.ndarray, targets: np.ndarray) -> float:
+        """The loss of guessing each aimed symbol among the symbols of the units its marker could name, in
+        proportion to how often each occurs there: all a model knows that sees the window but cannot aim within it."""
+        losses = []
+        for row, target in zip(inputs, targets):
+            for at in np.flatnonzero(target != IGNORE):  # the last marker of a group
+                word = target[at] - self.blank - 1
+                for k in range(self.group):  # the k-th unit back from the group's last
+                    marker = at - 3 * k
+                    window = row[max(0, marker - 1 - 3 * (self.offsets - 1)) : marker : 3]
+                    losses.append(-np.log(np.mean(window == word // self.symbols**k % self.symbols)))
+        return float(np.sum(losses) / np.sum(targets != IGNORE))
+
+
+Task = RecallTask | PointerTask | CountTask | MixTask | OffsetTask
+_KINDS: dict[str, type[RecallTask] | type[PointerTask] | type[CountTask] | type[MixTask] | type[OffsetTask]] = {
     "mqar": RecallTask,
     "pointer": PointerTask,
     "count": CountTask,
     "mix": MixTask,
+    "offset": OffsetTask,
 }
 
 

@@ -123,6 +123,10 @@ A synthetic task stands where a corpus would, named with its settings (each left
   as cap - 1).
 - `mix:digits=1,base=16,symbols=16,count_symbols=8,cap=8`: each sequence a pointer one or a count one, by a fair
   coin, in separate tokens.
+- `offset:offsets=16,symbols=16,group=1`: units of a fresh symbol, a marker naming j in 1..offsets and an answer
+  place; the last unit of each `group` answers with the symbols its group's markers aim at (each the first symbol
+  of the j-th most recent unit, its own unit the first), as one word token. A look-up aimed at a relative position
+  (fit for `model.positions = "rope"`); a group of them needs two steps: aim at every marker, then gather.
 
 Sequences are generated from the trial's seed at load time (nothing is downloaded or stored), the validation
 sequences from one fixed stream, so runs pair exactly as on a text corpus. Only the answers are targets: the

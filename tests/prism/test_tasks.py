@@ -6,7 +6,7 @@ import torch
 
 from prism import ModelConfig, Schedule, TrainConfig, Trainer, load_corpus, train_batches, val_batches
 from prism.data import CorpusError, check_windows
-from prism.tasks import IGNORE, CountTask, MixTask, PointerTask, RecallTask, TaskError, parse_task
+from prism.tasks import IGNORE, CountTask, MixTask, OffsetTask, PointerTask, RecallTask, TaskError, parse_task
 
 TASK = "mqar:pairs=4,key_len=2,keys=4,values=8"
 
@@ -62,7 +62,34 @@ def test_a_mix_is_pointer_or_count_sequences_in_separate_tokens():
     assert 0 < task.floor(x, y) < math.log(4)
 
 
-@pytest.mark.parametrize("name", [TASK, "pointer:digits=2,base=3,symbols=5", "count:symbols=4", "mix:base=4,symbols=4"])
+def test_an_offset_group_answers_with_the_word_of_the_symbols_its_markers_aim_at():
+    task = parse_task("offset:offsets=3,symbols=3,group=2")
+    x, y = task.sample(np.random.default_rng(0), 4, 35)
+    assert task.blank == 6 and task.vocab_size == 3 + 3 + 1 + 9 and task.queries(35) == 6
+    for row, target in zip(x, y):
+        units = np.append(row, target[-1]).reshape(12, 3)  # the inputs and the last answer: twelve whole units
+        assert np.flatnonzero(target != IGNORE).tolist() == list(range(4, 36, 6))
+        aimed = []
+        for i, (symbol, marker, place) in enumerate(units):
+            j = marker - 3 + 1
+            assert symbol < 3 and 1 <= j <= min(3, i + 1)
+            aimed.append(units[i + 1 - j, 0])
+            assert place == (7 + 3 * aimed[-2] + aimed[-1] if i % 2 else 6)  # the blank, then the group's word
+            assert i % 2 == 0 or target[3 * i + 1] == place
+
+
+def test_the_offset_floor_knows_the_window_but_not_the_aim():
+    task = OffsetTask(offsets=4, symbols=2)
+    x, y = task.sample(np.random.default_rng(1), 400, 60)
+    assert 0 < task.floor(x, y) < math.log(2)  # early units reach fewer symbols, some windows repeat one
+    pairs = OffsetTask(offsets=4, symbols=2, group=2)
+    x, y = pairs.sample(np.random.default_rng(1), 400, 60)
+    assert pairs.floor(x, y) == pytest.approx(2 * task.floor(*task.sample(np.random.default_rng(1), 400, 60)), rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "name", [TASK, "pointer:digits=2,base=3,symbols=5", "count:symbols=4", "mix:base=4,symbols=4", "offset:offsets=4,group=2"]
+)
 def test_training_batches_depend_on_the_seed_only_and_validation_batches_are_fixed(name):
     corpus = load_corpus(name)
     first, again = (next(train_batches(corpus, 32, 4, seed=5)) for _ in range(2))
@@ -91,6 +118,8 @@ def test_a_task_corpus_names_its_settings_in_its_fingerprint():
         ("pointer:pairs=2", "SETTING one of digits, base, symbols"),
         ("pointer:base=0", "base must be at least 1"),
         ("mix:cap=0", "count: cap must be at least 1"),
+        ("offset:offsets=0", "offsets must be at least 1"),
+        ("offset:group=0", "group must be at least 1"),
     ],
 )
 def test_a_bad_task_setting_is_named_with_its_fix(name, words):
@@ -103,7 +132,7 @@ def test_a_bad_task_setting_is_named_with_its_fix(name, words):
 def test_a_name_of_no_task_is_a_corpus_path():
     with pytest.raises(CorpusError, match="not a built-in corpus"):
         load_corpus("maze:pairs=2")
-    with pytest.raises(TaskError, match="unknown task 'maze'; use one of mqar, pointer, count, mix"):
+    with pytest.raises(TaskError, match="unknown task 'maze'; use one of mqar, pointer, count, mix, offset"):
         parse_task("maze:pairs=2")
 
 
