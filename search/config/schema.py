@@ -154,8 +154,9 @@ class TrainSection(_section_of(TrainConfig, _TRAIN_FIELDS, exclude=("seed", "dev
 class DataSection(_Section):
     corpus: str = Field(
         "shakespeare",
-        description="built-in name, a synthetic task (mqar, pointer, count or mix, with settings such as pointer:digits=2,base=4: below), "
-        "or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets save_to_disk folder",
+        description="built-in name, a synthetic task (mqar, pointer, count, mix or offset, with settings such as "
+        "pointer:digits=2,base=4: below), or a text file/folder/glob, .bin file, train.bin+val.bin folder or datasets "
+        "save_to_disk folder",
     )
     val_fraction: float = Field(
         0.1, gt=0, lt=0.5, description="share of the corpus held out for validation (a train.bin + val.bin folder: its val.bin)"
