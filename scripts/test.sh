@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # The whole check, as CI runs it (.ci/run calls this): Debian's chromium for the dashboard's browser tests, a venv
 # with the test dependencies, lint, format check, type check, then the fast test tier (every test not marked e2e,
-# 60 s each at most) on two pytest workers, and the e2e tier (600 s each at most) on three: its tests spend much of
-# their time waiting (local Ray's start-up, subprocesses, a trial's worker), so a third fills the two cores' idle time.
-# Tests sharing a module's Ray cluster or browser stay on one worker (--dist loadgroup). The first step that fails
-# ends it with its exit code.
+# 60 s each at most) and the e2e tier (600 s each at most), each on two pytest workers (tests sharing a module's Ray
+# cluster or browser stay on one: --dist loadgroup; a third e2e worker was slower on two quiet cores, 895 s against
+# about 800). The first step that fails ends it with its exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_browser.sh
@@ -14,4 +13,4 @@ python3 -m venv .venv
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/python -m pytest -m "not e2e" -n 2 --dist loadgroup
-.venv/bin/python -m pytest -m e2e -n 3 --dist loadgroup
+.venv/bin/python -m pytest -m e2e -n 2 --dist loadgroup

@@ -37,7 +37,9 @@ err = Console(stderr=True, markup=False)
 def _storage_given(url: str | None) -> str | None:
     """`--storage ""` (an unset shell variable) would read or write the default database unnoticed."""
     if url is not None and not url.strip():
-        raise typer.BadParameter(f"--storage is empty; name a database URL such as {DEFAULT_STORAGE}, or leave the option out")
+        from search.text import empty_storage_text  # search.text loads the analysis: only when it is needed
+
+        raise typer.BadParameter(empty_storage_text(DEFAULT_STORAGE))
     return url
 
 
@@ -239,13 +241,13 @@ def delete(
 ) -> None:
     """Remove a study from its storage, with its folder of trial models and outputs; other studies stay."""
     from search.study import Study
-    from search.text import NOTHING_DELETED, delete_question, deleted_text
+    from search.text import NOTHING_DELETED, delete_question, deleted_text, nobody_to_ask_text
 
     study = Study.load(name, storage=storage)
     trials = len(study.optuna_study.get_trials(deepcopy=False))  # a missing study is its one-line error here, before asking
     if not yes:
         if not sys.stdin.isatty():
-            raise PrismSearchError(f"delete {name}: nobody to ask on standard input (fix: pass --yes to delete without asking)")
+            raise PrismSearchError(nobody_to_ask_text(name))
         if not typer.confirm(delete_question(name, trials, study.storage)):
             console.print(NOTHING_DELETED, highlight=False)
             return
@@ -261,11 +263,11 @@ def best(
 ) -> None:
     """The best feasible schedule (the Pareto front for multi-objective studies) and its gap to uniform."""
     from search.study import Study
-    from search.text import best_json, best_lines
+    from search.text import best_json, best_lines, no_best_yet_text
 
     s = Study.load(name, storage=storage).summary()
     if s.best_schedule is None:
-        raise PrismSearchError(f"study {name!r} has no complete feasible trial yet; run or resume it")
+        raise PrismSearchError(no_best_yet_text(name))
     if as_json:
         print(best_json(s))
         return
@@ -284,10 +286,10 @@ def export(
 ) -> None:
     """Every finished trial as a row: objectives, metrics and one column per layer's head count; or one schedule."""
     from search.study import Study
-    from search.text import unfinished_text
+    from search.text import stdout_unwritable_text, unfinished_text, unknown_format_text
 
     if schedule is None and fmt not in ("csv", "json"):
-        raise PrismSearchError(f"--format {fmt!r} is not supported; use csv or json (hf and nanogpt with --schedule)")
+        raise PrismSearchError(unknown_format_text(fmt))
     study = Study.load(name, storage=storage)
     text = study.export(fmt) if schedule is None else study.export_schedule(schedule, fmt)
     if schedule is not None and schedule.isdigit():  # a schedule that never finished training is no measured choice
@@ -299,7 +301,7 @@ def export(
         sys.stdout.flush()
     except OSError as e:  # `export > /dev/full`, a closed pipe: said once, and not again when Python exits
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (stands in for the broken stdout until exit)
-        raise PrismSearchError(f"export: cannot write to standard output ({e.strerror}) (fix: redirect it to a writable place)") from None
+        raise PrismSearchError(stdout_unwritable_text(e.strerror)) from None
 
 
 @app.command()
@@ -333,7 +335,7 @@ def train(
     """Train one model with one schedule and print its result record."""
     from prism import format_profile
     from search.study import SingleRun, TrainOverrides
-    from search.text import train_sheet
+    from search.text import train_sheet, unsaved_model_text
 
     overrides = TrainOverrides(
         corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size, steps=steps, warmup_steps=warmup_steps, seed=seed, threads=threads
@@ -346,7 +348,7 @@ def train(
     if run.profile is not None:
         print(format_profile(run.profile))
     if save and (unsaved := run.result.extra.get(ATTR_CHECKPOINT_ERROR)):  # asked for a model, got only its result
-        raise OutputError(f"{unsaved}; the result above is all this run kept (fix: --save to a writable folder with free space)")
+        raise OutputError(unsaved_model_text(unsaved))
 
 
 @app.command()

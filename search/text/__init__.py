@@ -11,19 +11,30 @@ from search.text.plan import cost_text, forecast_sheet, hours_text
 from search.text.priors import audit_files_text, audit_sheet, prior_file_text, prior_sheet
 from search.text.sequential import look_text, plan_text, state_text
 from search.text.sheet import Sheet
-from search.text.single import measured_text, train_sheet
+from search.text.single import measured_text, train_sheet, unsaved_model_text
 from search.text.space import space_text
 from search.text.stats import p_text, paired_gap_text, tokens_text
 from search.text.status import (
     best_lines,
     confirmation_sheet,
     left_out_text,
+    no_best_yet_text,
     no_studies_text,
     not_ours_text,
     status_line,
     status_sheet,
 )
-from search.text.stored import NOTHING_DELETED, delete_question, deleted_text, report_text, unfinished_text
+from search.text.stored import (
+    NOTHING_DELETED,
+    delete_question,
+    deleted_text,
+    empty_storage_text,
+    nobody_to_ask_text,
+    report_text,
+    stdout_unwritable_text,
+    unfinished_text,
+    unknown_format_text,
+)
 from search.text.summary import (
     best_how,
     best_json,
@@ -72,6 +83,7 @@ __all__ = [
     "delete_question",
     "deleted_text",
     "driver_gone_text",
+    "empty_storage_text",
     "failed_text",
     "failed_trial_text",
     "fidelity_warnings",
@@ -86,7 +98,9 @@ __all__ = [
     "look_texts",
     "measured_text",
     "method_text",
+    "no_best_yet_text",
     "no_studies_text",
+    "nobody_to_ask_text",
     "not_finite_text",
     "not_ours_text",
     "p_text",
@@ -108,10 +122,13 @@ __all__ = [
     "state_text",
     "status_line",
     "status_sheet",
+    "stdout_unwritable_text",
     "summary_json",
     "tokens_text",
     "train_sheet",
     "unfinished_text",
+    "unknown_format_text",
+    "unsaved_model_text",
     "unsaved_text",
     "verdict_json",
     "verdict_text",

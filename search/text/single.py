@@ -31,3 +31,8 @@ def train_sheet(r: TrainResult) -> Sheet:
 def measured_text(schedule: str, corpus: str) -> str:
     """What `analyze`'s metrics table was measured on."""
     return f"schedule {schedule} on {corpus}"
+
+
+def unsaved_model_text(unsaved: str) -> str:
+    """`train --save` that kept the result but not the model (`unsaved`: why, as the trial stored it)."""
+    return f"{unsaved}; the result above is all this run kept (fix: --save to a writable folder with free space)"

@@ -145,6 +145,11 @@ def not_ours_text(names: Sequence[str]) -> str:
     return f"not created by prism-search (left out): {', '.join(names)}"
 
 
+def no_best_yet_text(study: str) -> str:
+    """`best` of a study with no complete feasible trial."""
+    return f"study {study!r} has no complete feasible trial yet; run or resume it"
+
+
 def best_lines(s: Summary) -> list[str]:
     """`best`: tab-separated lines for scripts, the verdict first (`s` has a best schedule)."""
     lines = [f"verdict\t{verdict_text(s.verdict, s.name)}", f"{s.best_schedule}\tval_loss {s.best_value:.4f}\tgap to uniform {gap_text(s)}"]
