@@ -53,6 +53,13 @@ def _name(kind: str, task: Task) -> str:
     return f"{kind}:" + ",".join(f"{f.name}={getattr(task, f.name)}" for f in fields(task))
 
 
+def _every_setting_positive(kind: str, task: Task) -> None:
+    """A task whose settings are counts: each at least 1, said before anything is sampled."""
+    for f in fields(task):
+        if getattr(task, f.name) < 1:
+            raise TaskError(f"{kind}: {f.name} must be at least 1, got {getattr(task, f.name)}")
+
+
 def _sequences(context: np.ndarray, queries: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """(inputs, targets) of block_size tokens from a context (n, C) and queries (n, Q, unit) whose last token is the
     answer: the one target of each query, predicted at the token before it. Tokens after the last whole query are
@@ -154,9 +161,7 @@ class PointerTask:
     symbols: int = 16  # distinct table tokens
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if getattr(self, f.name) < 1:
-                raise TaskError(f"pointer: {f.name} must be at least 1, got {getattr(self, f.name)}")
+        _every_setting_positive("pointer", self)
 
     @property
     def name(self) -> str:
@@ -207,9 +212,7 @@ class CountTask:
     cap: int = 8  # counts above cap - 1 are written as cap - 1
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if getattr(self, f.name) < 1:
-                raise TaskError(f"count: {f.name} must be at least 1, got {getattr(self, f.name)}")
+        _every_setting_positive("count", self)
 
     @property
     def name(self) -> str:
@@ -308,9 +311,7 @@ class OffsetTask:
     group: int = 1  # units whose aimed symbols one answer spells
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if getattr(self, f.name) < 1:
-                raise TaskError(f"offset: {f.name} must be at least 1, got {getattr(self, f.name)}")
+        _every_setting_positive("offset", self)
 
     @property
     def name(self) -> str:
