@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, load_corpus, train_batches, val_batches
     from prism.hf import load_hf_gpt2
     from prism.model import PrismLM, Trace
+    from prism.results import EvalPoint, TrainResult
     from prism.schedule import (
         Schedule,
         ScheduleError,
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
         validate,
     )
     from prism.tasks import TASKS, RecallTask, TaskError, is_task, parse_task
-    from prism.training import EvalPoint, Trainer, TrainingDiverged, TrainResult, train
+    from prism.training import Trainer, TrainingDiverged, train
 
 _EXPORTS = {
     "prism.analysis": ("LayerMetrics", "format_profile", "layer_profile"),
@@ -45,7 +46,8 @@ _EXPORTS = {
         "validate",
     ),
     "prism.tasks": ("TASKS", "RecallTask", "TaskError", "is_task", "parse_task"),
-    "prism.training": ("EvalPoint", "TrainResult", "Trainer", "TrainingDiverged", "train"),
+    "prism.results": ("EvalPoint", "TrainResult"),
+    "prism.training": ("Trainer", "TrainingDiverged", "train"),
 }
 _HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_HOME)

@@ -19,13 +19,13 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 
 import torch
 
 from prism.config import ModelConfig, TrainConfig
 from prism.data import Corpus, train_batches, val_batches
 from prism.model import PrismLM
+from prism.results import EvalPoint, TrainResult
 from prism.schedule import Schedule, flops_per_token, param_count
 
 
@@ -44,32 +44,6 @@ DIVERGED_FACTOR = 4.0
 def diverged_above(vocab_size: int) -> float:
     """The validation loss beyond which a run counts as diverged."""
     return DIVERGED_FACTOR * math.log(vocab_size)
-
-
-@dataclass(frozen=True)
-class EvalPoint:
-    step: int
-    tokens: int  # training tokens seen so far: the resource pruners count in
-    val_loss: float
-    train_loss: float
-
-
-@dataclass
-class TrainResult:
-    schedule: str
-    final_val_loss: float
-    curve: list[EvalPoint]
-    tokens_per_s: float
-    n_params: int
-    flops_per_token: int | None  # None: an outside trainer did not report it
-    wall_time_s: float
-    steps: int
-    tokens: int
-    stopped_early: bool = False
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 SETTLE_STEPS = 5  # untimed first steps (nanoGPT's MFU skips as many); a run of no more steps is timed whole

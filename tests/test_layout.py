@@ -39,6 +39,21 @@ def test_light_faces_load_neither_ray_nor_torch(module):
     assert _run(code) == "[]"
 
 
+def test_a_cpu_studys_driver_loads_ray_and_never_torch(tmp_path):
+    """The driver of `run`, `resume` and `confirm` only reads what its workers send: torch (about 1.4 s of CPU to
+    import) loads in the workers alone, also through the checks made before a CPU study starts."""
+    code = (
+        "import sys\n"
+        "import search.runner.driver, search.study._lifecycle\n"
+        "from search.config import load_config\n"
+        "from search.runner.preflight import preflight\n"
+        f"config = load_config({str(ROOT / 'studies' / 'tiny.toml')!r})\n"
+        f"preflight(config.model_copy(update={{'storage': 'sqlite:///{tmp_path / 'study.db'}'}}))\n"
+        "print(sorted(m for m in ('ray', 'torch') if m in sys.modules))"
+    )
+    assert _run(code) == "['ray']"
+
+
 def test_public_api_is_reexported():
     import prism
     import search

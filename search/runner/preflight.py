@@ -50,9 +50,10 @@ def preflight(config: StudyConfig, *, address: str | None = None, device: str | 
             check_cpus(config.resources.workers, config.resources.cpus_per_trial)
             gpus = config.resources.gpus_per_trial
             study_device = "cuda" if gpus > 0 else "cpu"
-            check_device(
-                study_device, "resources.gpus_per_trial", fix="set resources.gpus_per_trial = 0 or pass --address of a GPU cluster"
-            )
+            if gpus > 0:  # every machine has a CPU: torch (about 1.4 s to import) is loaded only to look for a GPU
+                check_device(
+                    study_device, "resources.gpus_per_trial", fix="set resources.gpus_per_trial = 0 or pass --address of a GPU cluster"
+                )
             n = config.resources.workers
             at_once = min(n, max(1, int(1 / gpus))) if gpus else n  # fractional GPUs: that many trials share one
             check_memory(config, study_device, at_once, source="resources.gpus_per_trial" if gpus else "resources.workers")

@@ -9,6 +9,10 @@ Checkpoints: with `checkpoint_dir` set, a finished trial saves its model there (
 keep_checkpoints="all") and names the directory in `TrainResult.extra[ATTR_CHECKPOINT]`, or, where the disk
 refused it, the reason in `extra[ATTR_CHECKPOINT_ERROR]`: the result is kept either way. Deciding which ones to keep
 for "best" is the driver's job, since only it knows the study's best trial.
+
+torch and prism's trainer are imported by the functions that train, in the worker: the driver imports this module
+only for the actor's class and the spec, and never trains, so a `run` does not pay torch's import (about 1.4 s of
+CPU) in its driver process.
 """
 
 from __future__ import annotations
@@ -24,14 +28,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import safetensors
-import torch
-
-from prism import Corpus, ModelConfig, Schedule, TrainConfig, Trainer, TrainResult, load_corpus, save_checkpoint
+from prism import Schedule
 from search.attrs import ATTR_CHECKPOINT, ATTR_CHECKPOINT_ERROR, THROUGHPUT_RATIO, UNIFORM_TOKENS_PER_S
 from search.runner.messages import Evaluated, Finished, Started
 
 if TYPE_CHECKING:
+    import torch
+
+    from prism import Corpus, ModelConfig, TrainConfig, Trainer, TrainResult
     from search.config import StudyConfig
 
 
@@ -121,6 +125,8 @@ def _outside_trainer(config: StudyConfig, number: int | None, study_uid: str | N
 def check_trial_device(device: str, gpus: float) -> None:
     """Refuse, before a model is built, a CUDA device this process cannot use: a torch built without CUDA (torch
     would raise a bare AssertionError deep in the first `.to`) or no GPU visible to it (CUDA_VISIBLE_DEVICES)."""
+    import torch
+
     parsed = torch.device(device)
     if parsed.type != "cuda":
         return
@@ -145,6 +151,8 @@ def throughput_ratio(spec: TrialSpec, corpus: Corpus) -> tuple[float, float]:
     each schedule's speed is its fastest step (the first, which pays one-off set-up, excluded): under other
     load on the machine the fastest step is the one least disturbed, and alternating exposes both to the same load.
     """
+    from prism import Trainer
+
     assert spec.baseline is not None, "a spec without a baseline has no throughput ratio"
     cfg = replace(spec.train, steps=spec.probe_steps + 1, warmup_steps=0, eval_every=1, eval_batches=1)
     trainers = {text: Trainer(spec.model, Schedule.parse(text), cfg, corpus) for text in (spec.schedule, spec.baseline)}
@@ -203,12 +211,16 @@ class TrialSession:
     def _free(self) -> None:
         """Drop the held trainer and return its GPU memory, so the next model is built where it was: the GPU may
         be shared with other trials' processes, which the cached blocks would otherwise starve."""
+        import torch
+
         self.trainer = None
         torch.cuda.empty_cache()  # nothing where CUDA was never initialised
 
     @contextlib.contextmanager
     def _fitting(self, spec: TrialSpec) -> Iterator[None]:
         """Turn CUDA's out-of-memory error into one line with the estimate and the share the trial had."""
+        import torch
+
         try:
             yield
         except torch.OutOfMemoryError:
@@ -224,6 +236,10 @@ class TrialSession:
 
     def start(self, spec: TrialSpec) -> Started:
         """Build the model and data for `spec`; says where it runs. No training yet."""
+        import torch
+
+        from prism import Trainer, load_corpus
+
         check_trial_device(spec.train.device, spec.gpus)
         self._free()  # a failed trial's model is still held: never two at once
         torch.set_num_threads(spec.threads)  # Ray's OMP_NUM_THREADS alone leaves torch on one thread
@@ -281,6 +297,10 @@ def _save_error(e: Exception) -> str:
 def _save(trainer: Trainer, spec: TrialSpec, result: TrainResult) -> dict:
     """Save the trained model; what to store on the trial. The result outlives its checkpoint: a full or read-only
     disk costs the model (removed half-written, the reason stored), never the trained trial's result."""
+    import safetensors
+
+    from prism import save_checkpoint
+
     assert spec.checkpoint_dir is not None
     data = {"name": spec.corpus, "val_fraction": spec.val_fraction, **spec.corpus_options}
     try:
@@ -306,6 +326,8 @@ def _kernels(device: torch.device) -> str:
     by up to 3.8e-3 in val loss after 1,000 steps (docs/results.md), while one machine repeats a run bit for
     bit; the kernels torch picks per CPU feature set (or GPU model) are one candidate, so each trial records them
     and an analysis can tell which pairs ran on the same kind of hardware."""
+    import torch
+
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"cpu {torch.backends.cpu.get_cpu_capability()}"

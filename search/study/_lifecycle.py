@@ -33,7 +33,7 @@ from search.runner.context import StudyContext
 from search.runner.progress import StudyProgress
 from search.storage import creation_lock, open_storage
 from search.storage.records import enqueue
-from search.study.confirmation import run_confirmation, top_schedules
+from search.study.confirmation import collect, plan_confirmation, train_queued
 from search.study.create import enqueue_missing_baselines, open_study, reopen_study, store_config
 from search.study.experiment import current, run_experiment
 from search.study.policy import StopWhenExhausted, first_stop, search_policies
@@ -164,16 +164,23 @@ def confirm(
     ctx: StudyContext, top: int, seeds: int, address: str | None, progress: StudyProgress, corpus: CorpusFacts
 ) -> list[ConfirmationRow]:
     """`confirm` once the study is open (under the driver lock): re-train the `top` schedules and uniform on fresh
-    seeds (search.study.confirmation), saying first what the `corpus` holds; returns the confirmation rows."""
-    planned = (len(top_schedules(ctx.study, ctx.config, top)) + 1) * seeds  # fails fast when there is nothing to confirm
+    seeds (search.study.confirmation), saying first what the `corpus` holds; returns the confirmation rows. Ray
+    starts only when a run is left to train: a confirmation an earlier one covers is read from the study."""
+    from search.runner.driver import requeue_stale_trials
+
+    requeue_stale_trials(ctx)  # runs of a stopped `confirm` (or run) whose driver died are queued again
+    plan_confirmation(ctx, top, seeds)  # fails fast when there is nothing to confirm
     progress.note(corpus_text(corpus))
-    _join_ray(address, ctx.config, progress)
-    done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed).trained
-    progress.begin(ctx.study.study_name, done + planned, done)
-    try:
-        return run_confirmation(ctx, top, seeds, progress)
-    finally:
-        progress.close()
+    # a dead driver's running runs whose heartbeat is not stale yet are queued again while this one trains: they count
+    done = budget(ctx.study.get_trials(deepcopy=False), ctx.config.seed)
+    if done.running + done.waiting:
+        _join_ray(address, ctx.config, progress)
+        progress.begin(ctx.study.study_name, done.trained + done.running + done.waiting, done.trained)
+        try:
+            train_queued(ctx, progress)
+        finally:
+            progress.close()
+    return collect(ctx.study)
 
 
 def _join_ray(address: str | None, config: StudyConfig, progress: StudyProgress) -> None:

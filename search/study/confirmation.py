@@ -39,7 +39,7 @@ def top_schedules(study: optuna.Study, config: StudyConfig, top: int) -> list[st
     return out[:top]
 
 
-def plan(ctx: StudyContext, top: int, seeds: int) -> int:
+def plan_confirmation(ctx: StudyContext, top: int, seeds: int) -> int:
     """Queue the confirmation runs (baseline first) that the study does not hold yet; returns how many confirmation
     runs are left to train (queued now or by an earlier, interrupted `confirm`)."""
     study, config = ctx.study, ctx.config
@@ -82,14 +82,3 @@ def collect(study: optuna.Study) -> list[ConfirmationRow]:
     planned = json.loads(study.user_attrs[ATTR_CONFIRMATION_PLAN])["schedules"]
     rows = confirmation_rows(study.get_trials(deepcopy=False), planned[0])
     return [r for r in rows if r.schedule in planned]
-
-
-def run_confirmation(ctx: StudyContext, top: int, seeds: int, progress=None) -> list[ConfirmationRow]:
-    """Queue, train (only what no earlier run covers) and collect the confirmation of the `top` schedules; the
-    context's config is the study's stored one with the command's flags (workers, trackers)."""
-    from search.runner.driver import requeue_stale_trials  # the driver needs Ray; planning and collecting don't
-
-    requeue_stale_trials(ctx)  # runs of a stopped `confirm` (or run) whose driver died are queued again
-    plan(ctx, top, seeds)
-    train_queued(ctx, progress)
-    return collect(ctx.study)

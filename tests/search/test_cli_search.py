@@ -66,8 +66,14 @@ def test_best_export_and_confirm_on_a_finished_study(ray_local, tiny_config):
     runs = [t for t in optuna.load_study(study_name="tiny", storage=config.storage).trials if t.user_attrs["role"] == "confirm"]
     assert sorted({t.user_attrs["seed"] for t in runs}) == [1000, 1001]  # fresh seeds, never used by the search
 
-    again = runner.invoke(app, ["confirm", "tiny", "--top", "1", "--seeds", "2", *url])  # nothing new to train
-    assert again.exit_code == 0, again.output
+    # nothing new to train: read from the study, in a process of its own, which never starts Ray
+    code = (
+        "import ray; from search import Study\n"
+        f"rows = Study.load('tiny', storage={config.storage!r}).confirm(top=1, seeds=2)\n"
+        "print([r.seeds for r in rows], ray.is_initialized())"
+    )
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert again.stdout.strip() == "[2, 2] False", again.stdout + again.stderr
     after = optuna.load_study(study_name="tiny", storage=config.storage).trials
     assert [t.number for t in after if t.user_attrs["role"] == "confirm"] == [t.number for t in runs]  # nothing queued again
 

@@ -359,7 +359,8 @@ def test_a_head_that_refuses_this_driver_is_one_line(tmp_path):
         from tests.search.pg import fresh_database
 
         with fresh_database() as url:
-            env = RAY_ENV | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "b" * 40}
+            # Ray retries a refused driver once a second, 20 times by default: 2 tries reach the same refusal
+            env = RAY_ENV | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "b" * 40, "RAY_NUM_REDIS_GET_RETRIES": "2"}
             done = _cli("run", "studies/tiny.toml", "--address", f"127.0.0.1:{port}", "--storage", url, env=env, timeout=240)
     finally:
         _stop_cluster(temp_dir)

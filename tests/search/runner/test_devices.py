@@ -9,7 +9,7 @@ import pytest
 import torch
 from optuna.trial import TrialState
 
-from search.runner import worker
+import prism
 from search.runner.messages import Finished
 from search.runner.preflight import CUDA_CONTEXT_BYTES, check_corpus, sizes_of, trial_bytes
 from search.runner.worker import DeviceUnavailable, DoesNotFit, TrialSession, TrialSpec, check_trial_device
@@ -59,13 +59,13 @@ def test_one_model_at_a_time_the_next_built_after_the_last_is_dropped_and_probes
     built: list[weakref.ref] = []
     alive_at_build: list[int] = []
 
-    class Watched(worker.Trainer):
+    class Watched(prism.Trainer):
         def __init__(self, *args, **kwargs):
             alive_at_build.append(sum(ref() is not None for ref in built))
             super().__init__(*args, **kwargs)
             built.append(weakref.ref(self.model))
 
-    monkeypatch.setattr(worker, "Trainer", Watched)
+    monkeypatch.setattr(prism, "Trainer", Watched)  # the worker imports it when a trial starts
     session = TrialSession()
     session.start(_spec(tiny_config))
     session.advance()  # mid-trial, as when a trial fails and the worker is handed the next
@@ -82,7 +82,7 @@ def test_out_of_gpu_memory_is_one_line_with_the_share_and_the_estimate(tiny_conf
     def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(worker, "Trainer", out_of_memory)
+    monkeypatch.setattr(prism, "Trainer", out_of_memory)
     with pytest.raises(DoesNotFit) as info:
         TrialSession().start(_spec(tiny_config, gpus=0.25))
     message = str(info.value)

@@ -30,7 +30,7 @@ from search.runner.undelivered import deliver_undelivered, undelivered_path
 from search.storage import database, open_storage, stale_trial_ids, storage_of, trial_id
 from search.storage.records import FINISHED, enqueue, schedule_attrs
 from search.study import Study
-from search.study.confirmation import plan
+from search.study.confirmation import plan_confirmation
 from search.study.create import open_study
 from search.study.pruning import make_stopping
 from tests.search.conftest import ROOT
@@ -225,7 +225,7 @@ def test_confirm_after_a_lost_confirm_driver_trains_every_planned_run(ray_local,
     for key, value in schedule_attrs(Schedule.parse("1x1,2x1,4x1"), ROLE_SEARCH, config.seed).items():
         best.set_user_attr(key, value)
     study.tell(best, [2.5])
-    assert plan(ctx, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
+    assert plan_confirmation(ctx, top=1, seeds=1) == 2  # the first `confirm` queues uniform and the best at one fresh seed
     lost = _taken_by_a_driver_that_dies(study)
     rows = Study.load(config.name, storage=config.storage).confirm(1, 1, progress=Progress(console=Console(file=io.StringIO())))
     study = _assert_complete(config.storage, 4)
