@@ -54,6 +54,15 @@ def test_a_cpu_studys_driver_loads_ray_and_never_torch(tmp_path):
     assert _run(code) == "['ray']"
 
 
+@pytest.mark.xdist_group("layout")
+def test_a_grouped_test_runs_in_its_group(request):
+    """`--dist loadgroup` (README command 2) keeps a group's tests on one worker, so a module's Ray cluster or browser
+    starts once, by adding the group to each test's id; pytest 9.2 made that a silent no-op for pytest-xdist 3.8."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("runs only on pytest workers under --dist loadgroup")
+    assert request.node.nodeid.endswith("@layout"), request.node.nodeid
+
+
 def test_public_api_is_reexported():
     import prism
     import search
