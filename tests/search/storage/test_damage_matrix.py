@@ -13,6 +13,9 @@ from search.cli import main
 from search.dashboard import Dashboard
 from tests.search.storage.damage import DAMAGE, INTACT, build
 
+# one pytest worker builds each storage once (--dist loadgroup): spread over two, each built them all
+pytestmark = pytest.mark.xdist_group("damage_matrix")
+
 RENAMED = "study-name-not-utf8"  # its damage is its name: the name it had no longer finds it
 TRIAL_LEFT_OUT = ["schedule-a-number", "seed-text"]  # trial 0 holds an attr of another type: left out, with a warning
 UNREADABLE = [kind for kind, damage in DAMAGE.items() if damage.says is not None]
