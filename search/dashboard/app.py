@@ -479,15 +479,53 @@ def read_only(app: Callable) -> Callable:
     return guarded
 
 
+STOCK_STUDY_PATH = re.compile(r"/api/studies/(\d+)")  # the stock dashboard's study detail and its plots
+
+
+def _first_line(record: logging.LogRecord) -> bool:
+    """A log record cut to its first line: a server's output names a failure, it prints no stack."""
+    record.msg, record.args = record.getMessage().partition("\n")[0], ()
+    return True
+
+
+def stock_app(storage_url: str) -> Callable:
+    """The stock optuna-dashboard on the project's reading storage, read-only. A request about a damaged study is
+    answered with the study's one "unreadable" line as the JSON `reason` its page shows, before optuna-dashboard's
+    own handler would print a traceback and answer a bare "internal server error"; intact studies read as usual."""
+    try:
+        import optuna_dashboard
+    except ImportError:
+        raise DashboardError("--optuna needs optuna-dashboard; pip install 'prism-search[dashboard]'") from None
+    failures = logging.getLogger("optuna_dashboard._bottle_util")  # logs each failed request with its stack
+    if _first_line not in failures.filters:
+        failures.addFilter(_first_line)
+    storage = open_readonly(storage_url)  # shared with optuna-dashboard: its trial cache makes the check cheap
+    stock = optuna_dashboard.wsgi(storage)
+
+    def contained(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        found = STOCK_STUDY_PATH.match(environ.get("PATH_INFO", ""))
+        if found:
+            study_id = int(found[1])
+            try:
+                storage.get_study_directions(study_id)
+                storage.get_study_user_attrs(study_id)
+                storage.get_study_system_attrs(study_id)
+                storage.get_all_trials(study_id, deepcopy=False)
+            except StudyUnreadable as e:
+                body = json.dumps({"reason": str(e)})
+                return Dashboard._send(start_response, "500 Internal Server Error", body, "application/json")
+            except KeyError:
+                pass  # no such study: optuna-dashboard answers it
+        return stock(environ, start_response)
+
+    return read_only(contained)
+
+
 def serve(storage_url: str, host: str = "127.0.0.1", port: int = 8080, out=sys.stderr, stock: bool = False) -> None:
     """Serve until Ctrl-C. An empty, foreign or damaged storage stops here with its one-line error; a database
     server that is down is served as a page until it is back (`stock`, optuna-dashboard, needs it at start)."""
     if stock:
-        try:
-            import optuna_dashboard
-        except ImportError:
-            raise DashboardError("--optuna needs optuna-dashboard; pip install 'prism-search[dashboard]'") from None
-        app: Callable = read_only(optuna_dashboard.wsgi(open_readonly(storage_url)))
+        app: Callable = stock_app(storage_url)
         name = "optuna-dashboard (read-only)"
     else:
         app = dashboard = Dashboard(storage_url)

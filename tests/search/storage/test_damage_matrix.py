@@ -146,3 +146,45 @@ def test_dashboard_lists_every_study_and_each_damaged_page_says_what_is_damaged(
             assert get(app, "/api/stamp", f"study={kind}")[0] == "200 OK", kind
     finally:
         app.close()
+
+
+def test_the_stock_dashboard_reads_the_intact_study_and_answers_each_damaged_one_with_its_line(damaged, caplog):
+    """`dashboard --optuna`: optuna-dashboard lists the intact study and reads it; a request about a damaged study
+    gets that study's one line as the `reason` the stock page shows, and every failure it logs is one line (it logs
+    its stack otherwise). A study prism reads (an extra direction) may still fail in optuna-dashboard's own code."""
+    import json
+
+    import sqlalchemy
+
+    from search.dashboard.app import stock_app
+
+    url, stored = damaged
+    engine = sqlalchemy.create_engine(url)
+    query = sqlalchemy.text("SELECT study_id FROM studies WHERE study_name = :name")  # one name is not UTF-8 text
+    with engine.connect() as conn:
+        ids = {name: conn.execute(query, {"name": name}).scalar_one() for name in (INTACT, *stored) if name != RENAMED}
+    engine.dispose()
+    app = stock_app(url)
+
+    def api(path: str) -> tuple[str, dict]:
+        status = []
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "after=0", "wsgi.errors": sys.stderr}
+        body = b"".join(app(environ, lambda s, h, *exc: status.append(s)))
+        return status[0], json.loads(body)
+
+    status, index = api("/api/studies")
+    assert status == "200 OK" and INTACT in {s["study_name"] for s in index["study_summaries"]}
+    assert api(f"/api/studies/{ids[INTACT]}")[0] == "200 OK"
+    for kind in stored:
+        if kind == RENAMED:
+            continue
+        status, answer = api(f"/api/studies/{ids[kind]}")
+        if kind not in UNREADABLE:
+            continue
+        if status == "200 OK":  # what Optuna decodes, such as prism's config of the wrong JSON type, it shows
+            assert not (DAMAGE[kind].says or "").startswith("trial 0's"), kind  # a trial Optuna cannot decode never is
+            continue
+        assert status.startswith("500") and answer["reason"].startswith(f"study {kind!r} is unreadable"), (kind, answer)
+        assert DAMAGE[kind].says in answer["reason"], (kind, answer)
+    logged = [r.getMessage() for r in caplog.records if r.name.startswith("optuna_dashboard")]
+    assert logged and all("\n" not in line for line in logged), logged
