@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install_browser.sh
 python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
-# the project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (CI's runner), each of the suite's
-# processes (CLI commands, Ray workers) would otherwise compile prism/ and search/ again
+# the project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (as on the development machine), each of
+# the suite's processes (CLI commands, Ray workers) would otherwise compile prism/ and search/ again
 .venv/bin/python -m compileall -q prism search
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
