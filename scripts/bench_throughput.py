@@ -281,8 +281,9 @@ def main() -> None:
         )
         print(f"| head dim | heads | ms per call | time ratio to head dim {base} | share of the uniform step if every layer used it |")
         print("|---:|---:|---:|---:|---:|")
-        for d, t in kernel.items():
-            print(f"| {d} | {cfg.d_model // d} | {1000 * t:.3f} | {t / kernel[base]:.3f} | {cfg.n_layer * t / step_s:.1%} |")
+        for d, seconds in kernel.items():
+            share = cfg.n_layer * seconds / step_s
+            print(f"| {d} | {cfg.d_model // d} | {1000 * seconds:.3f} | {seconds / kernel[base]:.3f} | {share:.1%} |")
     return None
 
 

@@ -17,10 +17,9 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from search.analysis.summary import ConfirmationRow, Summary
     from search.analysis.verdict import Verdict
     from search.config import StudyConfig, load_config
-    from search.errors import ConfigError, PrismSearchError
+    from search.errors import ConfigError, PrismSearchError, StudyInterrupted
     from search.families import FAMILIES, FreeFamily, RampFamily, RampLateFamily, ScheduleFamily, UniformFamily, make_family
     from search.runner.progress import LogProgress, StudyProgress
-    from search.study._lifecycle import StudyInterrupted
     from search.study.policy import Standing
     from search.study.study import Study
     from search.text import verdict_text
@@ -28,14 +27,13 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
 _EXPORTS = {
     "search.study.study": ("Study",),
     "search.analysis.rows": ("TrialRow",),
-    "search.study._lifecycle": ("StudyInterrupted",),
     "search.study.policy": ("Standing",),
     "search.runner.progress": ("LogProgress", "StudyProgress"),
     "search.config": ("StudyConfig", "load_config"),
     "search.analysis.summary": ("ConfirmationRow", "Summary"),
     "search.analysis.verdict": ("Verdict",),
     "search.text": ("verdict_text",),  # the verdict's line, as `status` prints it
-    "search.errors": ("ConfigError", "PrismSearchError"),
+    "search.errors": ("ConfigError", "PrismSearchError", "StudyInterrupted"),
     "search.families": (
         "FAMILIES",
         "FreeFamily",

@@ -76,3 +76,14 @@ class PriorError(PrismSearchError):
 
 class OutputError(PrismSearchError):
     """An output file a command cannot write, or must not replace (a database, a config)."""
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during a study's run, resume or confirmation; in-flight trials were queued again.
+    `stored`: whether the study exists in its storage (False: interrupted before it was created, nothing was
+    stored). Known without a database read where the study was open, which a loaded machine may not finish in
+    time (`ray job stop` kills the driver 3 s after its SIGTERM)."""
+
+    def __init__(self, stored: bool) -> None:
+        super().__init__("interrupted")
+        self.stored = stored

@@ -7,8 +7,8 @@ study calls the schedule space, the runner, the storage and the priors. Importin
 nor torch: the methods that train import them.
 """
 
+from search.errors import StudyInterrupted
 from search.runner.progress import LogProgress, StudyProgress
-from search.study._lifecycle import StudyInterrupted
 from search.study.export import SCHEDULE_FORMATS
 from search.study.failures import DatabaseFailure
 from search.study.policy import Standing

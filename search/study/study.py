@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from search.config import Flags, StudyConfig, check_in_effect, parse_config, read_toml, storage_or_default
-from search.errors import ConfigError, PrismSearchError
+from search.errors import ConfigError, PrismSearchError, StudyInterrupted
 from search.study.create import reopen_study
 
 if TYPE_CHECKING:
@@ -327,7 +327,6 @@ class Study:
         from search.analysis.stored import is_stored
         from search.runner.cluster import check_cluster
         from search.signals import sigterm_as_ctrl_c
-        from search.study._lifecycle import StudyInterrupted
 
         try:
             with sigterm_as_ctrl_c():
