@@ -27,6 +27,7 @@ import numpy as np
 
 from prism import ModelConfig, Schedule, TrainConfig, load_corpus
 from search.analysis.stats import holm, paired_contrast
+from search.config import default_baseline_heads
 from search.text import p_text
 
 # The regime: pointer look-up through a two-digit address into a table of 16 symbols, d_model 32, two layers.
@@ -155,7 +156,7 @@ def markdown(result: dict) -> str:
         )
         + f"Best schedule by mean: `{best}` at {means[best]:.4f} ({'uniform' if best in uniform else 'not uniform'}).",
         "",
-        *_table(summarise(runs, schedules, result["baseline"]), result["baseline"], "the study's uniform baseline"),
+        *_table(summarise(runs, schedules, result["baseline"]), result["baseline"], "the uniform baseline"),
     ]
     if best_uniform != result["baseline"]:
         lines += ["", *_table(summarise(runs, schedules, best_uniform), best_uniform, "the best uniform schedule by mean")]
@@ -197,7 +198,7 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--schedules", nargs="+", default=list(DEFAULT_SCHEDULES), help="per-layer head counts, e.g. 2,1")
-    p.add_argument("--baseline", default="2,2", help="the uniform schedule every gap is paired with")
+    p.add_argument("--baseline", help="the uniform schedule every gap is paired with (default: a study's, head dim 64 or nearest)")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--out", default="docs/results/control", help="writes OUT.json and OUT.md")
@@ -206,13 +207,16 @@ def main() -> None:
     out = Path(args.out)
     if args.rewrite:
         result = json.loads(out.with_suffix(".json").read_text())
+        if args.baseline:  # the same runs, paired with another of their uniform schedules
+            result["baseline"] = str(Schedule.parse(args.baseline, result["args"]["n_layer"]))
         result["floors"] = floors(argparse.Namespace(**result["args"]))
         result.pop("floor", None)
         result.pop("schedules", None)  # the gaps are computed from the runs when written
         write(out, result)
         return
     schedules = [str(Schedule.parse(s, args.n_layer)) for s in args.schedules]
-    baseline = str(Schedule.parse(args.baseline, args.n_layer))
+    default = Schedule.uniform(default_baseline_heads(model_config(args, load_corpus(args.task).vocab_size)), args.n_layer)
+    baseline = str(Schedule.parse(args.baseline, args.n_layer) if args.baseline else default)
     if baseline not in schedules:
         schedules.insert(0, baseline)
     started = time.perf_counter()

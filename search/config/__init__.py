@@ -32,6 +32,7 @@ from search.config.schema import (
     StudyConfig,
     TrackingSection,
     TrainSection,
+    default_baseline_heads,
     references_for,
 )
 from search.config.wording import resume_command
@@ -57,6 +58,7 @@ __all__ = [
     "TrackingSection",
     "TrainSection",
     "check_in_effect",
+    "default_baseline_heads",
     "load_config",
     "parse_config",
     "read_toml",

@@ -495,7 +495,7 @@ class StudyConfig(_Section):
         (GPT-2's choice) unless configured, the nearest allowed count otherwise."""
         if self._baseline is None:
             cfg = self.model_config_
-            heads = self.space.baseline_heads or min(allowed_head_counts(cfg), key=lambda h: abs(cfg.d_model // h - 64))
+            heads = self.space.baseline_heads or default_baseline_heads(cfg)
             self._baseline = Schedule.uniform(heads, cfg.n_layer)
         return self._baseline
 
@@ -505,6 +505,12 @@ class StudyConfig(_Section):
         if self._family is None:
             self._family = make_family(self.space.family, self.model.n_layer, allowed_head_counts(self.model_config_), self.space.late_zone)
         return self._family
+
+
+def default_baseline_heads(cfg: ModelConfig) -> int:
+    """The uniform baseline's head count when a study names none: head dim 64 (GPT-2's choice), or the allowed count
+    nearest to it."""
+    return min(allowed_head_counts(cfg), key=lambda h: abs(cfg.d_model // h - 64))
 
 
 def references_for(config: StudyConfig) -> list[Reference]:

@@ -50,7 +50,7 @@ def test_the_report_compares_with_the_best_uniform_schedule_when_it_is_not_the_b
     }
     text = control.markdown(result)
     assert "Best schedule by mean: `8x1,1x1` at 1.5625 (not uniform)" in text
-    assert "Paired gaps to `2x2`, the study's uniform baseline" in text
+    assert "Paired gaps to `2x2`, the uniform baseline" in text
     assert "Paired gaps to `8x2`, the best uniform schedule by mean" in text
 
 

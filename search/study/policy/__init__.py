@@ -73,10 +73,11 @@ class Standing:
     race: Race | None = None
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial], config: StudyConfig) -> Standing:
+    def of(cls, trials: Sequence[FrozenTrial], config: StudyConfig, *, checked: bool = False) -> Standing:
         """Where the search policies of the study in `config` stand on its stored `trials` (an experiment has
-        neither). A trial whose attrs cannot be read is left out, as the summary leaves it out (and names it)."""
-        trials = readable(trials)[0]
+        neither). A trial whose attrs cannot be read is left out, as the summary leaves it out (and names it).
+        `checked`: the trials are `readable`'s already (the caller's summary checked them: once is enough)."""
+        trials = trials if checked else readable(trials)[0]
         done = budget(trials, config.seed)
         stopped = first_stop(search_policies(config, config.family), done) if done.searched < config.n_trials else None
         race = Racing(config).race(trials) if config.search.racing else None
