@@ -11,7 +11,8 @@ Schedules are ranked by a shrunken estimate of their gap, not by their raw paire
 has a noisier mean than one run at three, and the best of many noisy means is the luckiest. The family's gaps are
 read as draws from a normal population of true gaps (empirical Bayes: its mean and spread estimated from the
 family itself, DerSimonian-Laird), and each estimate is pulled toward the population mean by its own noise. Equal
-seeds give every schedule the same pull, which keeps the raw ranking; where noise is not measured, the raw means rank.
+seeds give every schedule the same pull, which keeps the raw ranking; where noise is not measured, or where the spread
+of true gaps is estimated at 0 (every estimate is then the family's mean), the raw means rank.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def many_to_one(runs: Mapping[tuple[str, int], float], control: str) -> ManyToOn
     means = {s: math.fsum(d) / len(d) for s, d in diffs.items()}
     shrunk = shrunken(means, _variances(means, contrasts, seeds_of, sd_pair))
     gaps = [ScheduleGap(s, tuple(seeds_of[s]), means[s], contrasts[s], adjusted.get(s), shrunk.get(s)) for s in seeds_of]
-    return ManyToOne(tuple(sorted(gaps, key=lambda g: (g.estimate, -len(g.seeds), g.schedule))), residual_df, sd_pair)
+    # where the spread of true gaps is estimated at 0, every estimate is the family's mean: the raw means still rank
+    return ManyToOne(tuple(sorted(gaps, key=lambda g: (g.estimate, g.paired_mean, -len(g.seeds), g.schedule))), residual_df, sd_pair)
 
 
 def _variances(

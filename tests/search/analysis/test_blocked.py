@@ -119,3 +119,14 @@ def test_equal_seeds_keep_the_raw_ranking():
     }
     family = many_to_one(runs, UNIFORM)
     assert [g.schedule for g in family.gaps] == [g.schedule for g in sorted(family.gaps, key=lambda g: g.paired_mean)]
+
+
+def test_a_family_shrunk_to_one_mean_is_ranked_by_its_raw_means():
+    """The positive control's round 1 (control-s1): noise this large puts the spread of true gaps at 0, so every
+    shrunken gap is the family's mean; the raw means must still rank (a tie broken by name froze the worst of three)."""
+    runs = {(UNIFORM, 1): 1.7986, (UNIFORM, 1001): 2.7059}
+    runs |= {("2x1,4x1", 1): 1.4440, ("2x1,4x1", 1001): 2.1064, ("2x2", 1): 1.4104, ("2x2", 1001): 1.8917}
+    runs |= {("8x2", 1): 1.3195, ("8x2", 1001): 1.3570}
+    family = many_to_one(runs, UNIFORM)
+    assert len({g.shrunk for g in family.gaps}) == 1  # fully pooled
+    assert [g.schedule for g in family.gaps] == ["8x2", "2x2", "2x1,4x1"]
