@@ -3,6 +3,11 @@
     .venv/bin/python scripts/bench_decision.py --replicates 300 --scenarios fitted      # every arm, one scenario
     .venv/bin/python scripts/bench_decision.py --samplers random --confirmations "b1 n19 top3 r1 k1 s3 pooled"
     .venv/bin/python scripts/bench_decision.py --plant 1x1,2x5=-0.02 --scenarios planted --residual-noise-scale 2
+    .venv/bin/python scripts/bench_decision.py --db docs/results/control.db --study control-all --scenarios fitted
+
+The last fits the simulator to the positive control's real runs (studies/control-all.toml: every schedule of its
+family at 3 paired seeds), where one schedule truly wins by far more than the margin; every other line fits it to
+bench-main, where uniform is the best. Below, "bench-main" stands for the study fitted.
 
 The simulator: final val loss(schedule, seed) = 2 + schedule effect + seed effect + residual, with the 28 schedule
 effects, the sd of the seed effects and the residual sd estimated from bench-main (docs/results/bench.db) by the
@@ -91,7 +96,7 @@ from search.storage.records import stored_config
 from search.study.pruning import budget_tokens
 from search.study.samplers import make_sampler
 
-UNIFORM, MARGIN, SEARCH_SEED, CONFIRM_SEED0, MAX_SEEDS = "2x6", 0.01, 0, 1000, 40
+MARGIN, SEARCH_SEED, CONFIRM_SEED0, MAX_SEEDS = 0.01, 0, 1000, 40
 SAMPLERS = ("tpe", "gp", "random", "additive")
 TODAY = "b3 n20 top5 s3"
 CONFIRMATIONS = (
@@ -118,8 +123,10 @@ WORD_RANGE = {"r": range(0, 10**6), "h": range(1, 101)}  # the others: 1 and up
 
 @dataclass(frozen=True)
 class Fit:
-    """What the simulator takes from bench-main: effects, seed-effect and residual sd, tokens of a run, its config."""
+    """What the simulator takes from a study's runs (bench-main by default): effects, seed-effect and residual sd,
+    tokens of a run, its config."""
 
+    study: str
     effects: dict[str, float]
     seed_sd: float
     noise_sd: float
@@ -127,6 +134,11 @@ class Fit:
     config: StudyConfig
     within_sd: float = 0.0  # sd of the final val losses about their seed's mean
     fidelity: tuple[tuple[int, float], ...] = ()  # (percent of the steps, within-seed rho of the loss there with the final)
+
+    @property
+    def uniform(self) -> str:
+        """The study's uniform baseline, every effect's zero."""
+        return str(self.config.baseline)
 
     def horizon_sd(self, percent: int) -> float:
         """The error a run stopped at `percent` of its steps adds to its final loss, so that the two correlate within a
@@ -138,13 +150,14 @@ class Fit:
         return self.within_sd * math.sqrt(1 / rho**2 - 1)
 
 
-def fit(db: str) -> Fit:
-    """Schedule effects (uniform 0), the sd of seed effects and the residual sd from bench-main's blocked model."""
-    study = optuna.load_study(study_name="bench-main", storage=f"sqlite:///{db}")
+def fit(db: str, name: str = "bench-main") -> Fit:
+    """Schedule effects (uniform 0), the sd of seed effects and the residual sd from the study's blocked model."""
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
     config = stored_config(study)
+    uniform = str(config.baseline)
     runs = study_runs(study.get_trials(deepcopy=False), config)
-    family = many_to_one(runs, UNIFORM)
-    effects = {UNIFORM: 0.0} | {g.schedule: g.contrast.mean for g in family.gaps}
+    family = many_to_one(runs, uniform)
+    effects = {uniform: 0.0} | {g.schedule: g.contrast.mean for g in family.gaps}
     seeds = sorted({seed for _, seed in runs})
     seed_means = [statistics.fmean(runs[(s, seed)] - effects[s] for s in effects if (s, seed) in runs) for seed in seeds]
     assert family.sd_pair is not None
@@ -157,15 +170,16 @@ def fit(db: str) -> Fit:
         by_seed.setdefault(c.seed, []).append(c.final)
     within = [y - statistics.fmean(ys) for ys in by_seed.values() for y in ys]
     within_sd = math.sqrt(math.fsum(d * d for d in within) / (len(within) - len(by_seed)))
-    return Fit(effects, statistics.stdev(seed_means), family.sd_pair / math.sqrt(2), budget_tokens(config)[1], config, within_sd, fidelity)
+    sd_seed, sd_noise = statistics.stdev(seed_means), family.sd_pair / math.sqrt(2)
+    return Fit(name, effects, sd_seed, sd_noise, budget_tokens(config)[1], config, within_sd, fidelity)
 
 
 class Additive:
     """A ridge fit of effects on one indicator per (layer, head count): the structure the scenarios favour or not."""
 
-    def __init__(self, effects: dict[str, float], counts: list[int]):
+    def __init__(self, effects: dict[str, float], counts: list[int], n_layer: int):
         schedules = sorted(effects)
-        self.encoder = OneHotEncoder(categories=[counts] * len(Schedule.parse(UNIFORM).heads), handle_unknown="ignore")
+        self.encoder = OneHotEncoder(categories=[counts] * n_layer, handle_unknown="ignore")
         x = self.encoder.fit_transform([Schedule.parse(s).heads for s in schedules])
         y = [effects[s] for s in schedules]
         self.model = Ridge(alpha=1e-3).fit(x, y)
@@ -183,6 +197,7 @@ class Scenario:
 
     name: str
     family: ScheduleFamily
+    uniform: str  # the baseline: its effect is 0
     base: np.ndarray  # effects, in family.enumerate() order
     interaction_sd: float = 0.0
     planted: tuple[tuple[str, float], ...] = ()
@@ -197,7 +212,7 @@ class Scenario:
         effects = self.base.copy()
         if self.interaction_sd:
             effects = effects + self.interaction_sd * rng.standard_normal(len(effects))
-            effects -= effects[names.index(UNIFORM)]
+            effects -= effects[names.index(self.uniform)]
         for schedule, effect in self.planted:
             effects[names.index(schedule)] = effect
         return effects
@@ -211,10 +226,11 @@ class World:
     def __init__(self, scenario: Scenario, fitted: Fit, replicate: int, noise_scale: float = 1.0, seed_scale: float = 1.0):
         rng = np.random.default_rng([replicate])
         self.schedules = scenario.schedules
+        self.uniform = scenario.uniform
         self.index = {s: i for i, s in enumerate(self.schedules)}
         self.effects = scenario.effects(rng)
         low = int(np.argmin(self.effects))
-        self.truth = self.schedules[low] if self.effects[low] < 0 else UNIFORM
+        self.truth = self.schedules[low] if self.effects[low] < 0 else self.uniform
         seeds = [*range(MAX_SEEDS), *range(CONFIRM_SEED0, CONFIRM_SEED0 + MAX_SEEDS)]
         self.slot = {seed: k for k, seed in enumerate(seeds)}
         luck = seed_scale * fitted.seed_sd * rng.standard_normal(len(seeds))
@@ -245,7 +261,8 @@ def search(
     study = optuna.create_study(sampler=make_sampler(config, scenario.family))
     family = scenario.family
     # the product trains search trials at the study seed (the replicate here): the world's search seed
-    study.enqueue_trial(family.params_for(Schedule.parse(UNIFORM)), user_attrs={SCHEDULE: UNIFORM, SEED: config.seed})
+    uniform = world.uniform
+    study.enqueue_trial(family.params_for(Schedule.parse(uniform)), user_attrs={SCHEDULE: uniform, SEED: config.seed})
     order: list[str] = []
     while len(order) < n and len(order) < len(world.schedules) - 1:
         trial = study.ask()
@@ -253,7 +270,7 @@ def search(
         trial.set_user_attr(SCHEDULE, schedule)
         trial.set_user_attr(SEED, config.seed)
         study.tell(trial, world.value(schedule, SEARCH_SEED, horizon))
-        if schedule != UNIFORM and schedule not in order:
+        if schedule != uniform and schedule not in order:
             order.append(schedule)
         elif trial.number > 4 * len(world.schedules):
             break  # the sampler keeps serving taken schedules: the space is as searched as it gets
@@ -270,8 +287,8 @@ class Verdict:
     better: str | None
 
 
-def ranking(runs: Runs) -> list[str]:
-    return [g.schedule for g in many_to_one(runs, UNIFORM).gaps]
+def ranking(runs: Runs, uniform: str) -> list[str]:
+    return [g.schedule for g in many_to_one(runs, uniform).gaps]
 
 
 @dataclass(frozen=True)
@@ -314,6 +331,7 @@ class Confirmation:
     def run(self, world: World, order: Sequence[str]) -> Verdict:
         runs: Runs = {}
         cost = 0.0
+        uniform = world.uniform
 
         def train(schedule: str, seed: int) -> None:
             nonlocal cost
@@ -322,42 +340,42 @@ class Confirmation:
             cost += horizon / 100
 
         for seed in range(self.baselines):
-            train(UNIFORM, SEARCH_SEED + seed)
+            train(uniform, SEARCH_SEED + seed)
         for schedule in order[: self.search]:
             train(schedule, SEARCH_SEED)
-        contenders, seed = ranking(runs)[: self.top], CONFIRM_SEED0
+        contenders, seed = ranking(runs, uniform)[: self.top], CONFIRM_SEED0
         for _ in range(self.rounds):
-            for schedule in (UNIFORM, *contenders):
+            for schedule in (uniform, *contenders):
                 train(schedule, seed)
             seed += 1
-            ranked = [s for s in ranking(runs) if s in contenders]
+            ranked = [s for s in ranking(runs, uniform) if s in contenders]
             contenders = ranked[: math.ceil(len(contenders) / 2)]
         last = contenders[: self.keep] if self.keep else contenders
         selected: dict[str, set[int]] = {}
         for s, ran in runs:
-            if s != UNIFORM:
+            if s != uniform:
                 selected.setdefault(s, set()).add(ran)
         for k in range(self.seeds):
-            for schedule in (UNIFORM, *last):
+            for schedule in (uniform, *last):
                 train(schedule, seed + k)
-        pick = best_by_mean(many_to_one(runs, UNIFORM), UNIFORM)
+        pick = best_by_mean(many_to_one(runs, uniform), uniform)
         if self.pooled:
-            return Verdict(cost, pick, pooled_better(runs, last, seed))
-        d = decide(runs, UNIFORM, selected, MARGIN)
+            return Verdict(cost, pick, pooled_better(runs, last, seed, uniform))
+        d = decide(runs, uniform, selected, MARGIN)
         return Verdict(cost, pick, d.verdict.schedule if d.verdict.kind == "better" else None)
 
 
-def pooled_better(runs: Runs, last: Sequence[str], first_seed: int) -> str | None:
+def pooled_better(runs: Runs, last: Sequence[str], first_seed: int, uniform: str) -> str | None:
     """The best-ranked of `last` that beats uniform on its runs from `first_seed` on, tested with the residual
     variance of the blocked model over every run (those runs relabelled as a schedule of their own), Holm over
     `last`."""
     fresh = {s: f"{s} (last stage)" for s in last}
     relabelled = {(fresh[s] if s in fresh and seed >= first_seed else s, seed): y for (s, seed), y in runs.items()}
-    family = many_to_one(relabelled, UNIFORM)
+    family = many_to_one(relabelled, uniform)
     gaps = [g for s in last if (g := family.gap(fresh[s])) is not None and g.contrast.measured]
     adjusted = holm([g.contrast.p for g in gaps])
     winners = [g for g, p in zip(gaps, adjusted, strict=True) if p < ALPHA and g.contrast.mean < 0]
-    order = {fresh[s]: i for i, s in enumerate(ranking(runs)) if s in fresh}
+    order = {fresh[s]: i for i, s in enumerate(ranking(runs, uniform)) if s in fresh}
     return min(winners, key=lambda g: order[g.schedule]).schedule.removesuffix(" (last stage)") if winners else None
 
 
@@ -423,9 +441,10 @@ def scenarios(fitted: Fit, planted: dict[str, float]) -> list[Scenario]:
     family = fitted.config.family
     names = [str(s) for s in family.enumerate()]
     base = np.array([fitted.effects[s] for s in names])
-    additive = Additive(fitted.effects, family.counts)
+    uniform = fitted.uniform
+    additive = Additive(fitted.effects, family.counts, fitted.config.model.n_layer)
     predicted = dict(zip(names, additive.predict(names), strict=True))
-    others = [s for s in names if s != UNIFORM]
+    others = [s for s in names if s != uniform]
     favoured = min(others, key=predicted.__getitem__)
     single_early = [s for s in others if Schedule.parse(s).heads[0] == family.counts[0]]
     disfavoured = max(single_early or others, key=predicted.__getitem__)
@@ -437,13 +456,19 @@ def scenarios(fitted: Fit, planted: dict[str, float]) -> list[Scenario]:
     free_row = Scenario(
         f"free ({len(free_names)} schedules, interaction sd {additive.residual_sd:.4f})",
         free,
-        free_base - free_base[free_names.index(UNIFORM)],
+        uniform,
+        free_base - free_base[free_names.index(uniform)],
         additive.residual_sd,
         by_regret=True,
     )
-    out = [Scenario("global null", family, np.zeros(len(names)), by_regret=True), Scenario("fitted (uniform best)", family, base)]
+    best = min(names, key=fitted.effects.__getitem__)
+    truth = f"{best} best, {fitted.effects[best]:+.3f}" if fitted.effects[best] < 0 else "uniform best"
+    out = [
+        Scenario("global null", family, uniform, np.zeros(len(names)), by_regret=True),
+        Scenario(f"fitted ({truth})", family, uniform, base),
+    ]
     out += [
-        Scenario(f"{where} {schedule} {effect:+g}", family, base, planted=((schedule, effect),))
+        Scenario(f"{where} {schedule} {effect:+g}", family, uniform, base, planted=((schedule, effect),))
         for where, schedule in (("favoured", favoured), ("disfavoured", disfavoured))
         for effect in (-0.005, -0.01)
     ]
@@ -451,12 +476,12 @@ def scenarios(fitted: Fit, planted: dict[str, float]) -> list[Scenario]:
     if planted:
         name = "planted " + ",".join(f"{s}={e:+g}" for s, e in planted.items())
         host = out[1] if set(planted) <= set(names) else free_row
-        if not set(planted) <= set(host.schedules) or UNIFORM in planted:
-            bad = sorted(set(planted) - set(host.schedules) | {UNIFORM} & set(planted))
+        if not set(planted) <= set(host.schedules) or uniform in planted:
+            bad = sorted(set(planted) - set(host.schedules) | {uniform} & set(planted))
             raise SystemExit(f"--plant: {bad} not a schedule other than uniform of the {free.name!r} family ({len(free_names)} schedules)")
         out.append(replace(host, name=name, planted=tuple(planted.items())))
     print(
-        f"additive model of bench-main's effects (one indicator per layer and head count, ridge): R^2 {additive.r2:.2f}, "
+        f"additive model of {fitted.study}'s effects (one indicator per layer and head count, ridge): R^2 {additive.r2:.2f}, "
         f"residual sd {additive.residual_sd:.4f}; it ranks {favoured} best ({predicted[favoured]:+.4f}) and {disfavoured} "
         f"worst of those that start with {family.counts[0]} head ({predicted[disfavoured]:+.4f}, "
         f"rank {sorted(others, key=predicted.__getitem__).index(disfavoured) + 1} of {len(others)})"
@@ -581,6 +606,7 @@ def _points(d: tuple[float, float, float]) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--db", default="docs/results/bench.db")
+    p.add_argument("--study", default="bench-main", help="the study in --db whose runs the simulator is fitted to")
     p.add_argument("--replicates", type=int, default=300, help="paired replicates per scenario (1000 for a promotion)")
     p.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=["random", "additive"], help="searches the confirmations follow")
     p.add_argument(
@@ -609,10 +635,11 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--plant {text!r}: expected SCHEDULE=EFFECT, e.g. 1x1,2x5=-0.01") from None
     confirmations = [Confirmation.parse(c) for c in args.confirmations]
     arms = (YARDSTICK, *(a for a in (Arm(s, c) for s in args.samplers for c in confirmations) if a != YARDSTICK))
-    fitted = fit(args.db)
+    fitted = fit(args.db, args.study)
     print(
-        f"fitted to bench-main: {len(fitted.effects)} schedules, seed-effect sd {fitted.seed_sd:.4f}, residual sd "
-        f"{fitted.noise_sd:.4f} (x{args.residual_noise_scale:g}); a run is {fitted.full / 1e6:.2f} M tokens; yardstick "
+        f"fitted to {fitted.study} (uniform {fitted.uniform}): {len(fitted.effects)} schedules, seed-effect sd "
+        f"{fitted.seed_sd:.4f}, residual sd {fitted.noise_sd:.4f} (x{args.residual_noise_scale:g}); "
+        f"a run is {fitted.full / 1e6:.2f} M tokens; yardstick "
         f"{YARDSTICK} ({YARDSTICK.confirmation.runs_at_most()} runs); additive explore share {args.explore:g}"
     )
     chosen = [s for s in scenarios(fitted, planted) if args.scenarios is None or any(s.name.startswith(w) for w in args.scenarios)]

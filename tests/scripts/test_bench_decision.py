@@ -12,6 +12,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 bench = pytest.importorskip("bench_decision")
+UNIFORM = "2x6"  # bench-main's baseline
 
 
 @pytest.fixture(scope="module")
@@ -125,10 +126,11 @@ def test_a_world_is_the_same_for_every_arm_of_a_replicate_and_another_for_anothe
     fitted_effects = _scenario(scenarios, "fitted")
     one, again, other = (bench.World(fitted_effects, fitted, r) for r in (3, 3, 4))
     assert one.value("1x6", 1000) == again.value("1x6", 1000) != other.value("1x6", 1000)
-    assert one.truth == bench.UNIFORM  # bench-main's fitted effects: nothing beats uniform
-    assert bench.World(_scenario(scenarios, "global null"), fitted, 3).truth == bench.UNIFORM
+    assert fitted.uniform == UNIFORM and fitted_effects.name == "fitted (uniform best)"
+    assert one.truth == UNIFORM  # bench-main's fitted effects: nothing beats uniform
+    assert bench.World(_scenario(scenarios, "global null"), fitted, 3).truth == UNIFORM
     free = _scenario(scenarios, "free")
-    assert len(free.schedules) == 729 and bench.World(free, fitted, 3).effects[free.schedules.index(bench.UNIFORM)] == 0.0
+    assert len(free.schedules) == 729 and bench.World(free, fitted, 3).effects[free.schedules.index(UNIFORM)] == 0.0
     assert not np.array_equal(bench.World(free, fitted, 3).effects, bench.World(free, fitted, 4).effects)  # interactions
 
 
@@ -137,7 +139,7 @@ def test_seed_effects_change_no_decision(fitted, scenarios):
     favoured = _scenario(scenarios, "favoured 2x2,4x4 -0.01")
     for replicate in range(3):
         lucky, flat = (bench.World(favoured, fitted, replicate, seed_scale=scale) for scale in (1.0, 0.0))
-        order = [s for s in lucky.schedules if s != bench.UNIFORM][:20]
+        order = [s for s in lucky.schedules if s != UNIFORM][:20]
         for words in (bench.TODAY, "b1 n19 top3 r1 k1 s3 pooled"):
             c = bench.Confirmation.parse(words)
             one, other = c.run(lucky, order), c.run(flat, order)
@@ -149,7 +151,7 @@ def test_a_planted_minus_one_winner_is_picked_and_called_better_by_every_confirm
     for replicate in range(5):
         world = bench.World(planted, fitted, replicate)
         assert world.truth == "2x3,4x3"
-        order = [*[s for s in world.schedules if s not in (bench.UNIFORM, "2x3,4x3")][:5], "2x3,4x3"]
+        order = [*[s for s in world.schedules if s not in (UNIFORM, "2x3,4x3")][:5], "2x3,4x3"]
         for words in bench.CONFIRMATIONS:
             c = bench.Confirmation.parse(words)
             verdict = c.run(world, order)
@@ -162,13 +164,13 @@ def test_the_pooled_test_reads_the_last_stage_alone_for_its_mean(fitted, scenari
     """The pick's runs before the last stage may be anything: only its paired gap on the last stage's seeds is its
     mean (a -1.0 gap there is better, a 0 gap there is not, whatever came before)."""
     world = bench.World(_scenario(scenarios, "planted"), fitted, 0)
-    runs = {(bench.UNIFORM, 0): 2.0, ("a", 0): 1.0, ("b", 0): 2.01, (bench.UNIFORM, 1000): 2.0, ("a", 1000): 1.0, ("b", 1000): 2.0}
-    last = {(s, 1001 + k): world.value(s, 1001 + k) for s in (bench.UNIFORM, "2x6") for k in range(3)}
+    runs = {(UNIFORM, 0): 2.0, ("a", 0): 1.0, ("b", 0): 2.01, (UNIFORM, 1000): 2.0, ("a", 1000): 1.0, ("b", 1000): 2.0}
+    last = {(s, 1001 + k): world.value(s, 1001 + k) for s in (UNIFORM, "2x6") for k in range(3)}
     good = runs | {(s, seed): y + (s == "a") * 0.0 for (s, seed), y in last.items()} | {("a", 1001 + k): 1.0 + 0.001 * k for k in range(3)}
-    good |= {(bench.UNIFORM, 1001 + k): 2.0 + 0.002 * (k % 2) for k in range(3)}
-    assert bench.pooled_better(good, ["a"], 1001) == "a"
-    flat = runs | {("a", 1001 + k): 2.0 + 0.003 * (k - 1) for k in range(3)} | {(bench.UNIFORM, 1001 + k): 2.0 for k in range(3)}
-    assert bench.pooled_better(flat, ["a"], 1001) is None  # -1.0 before the last stage counts for nothing
+    good |= {(UNIFORM, 1001 + k): 2.0 + 0.002 * (k % 2) for k in range(3)}
+    assert bench.pooled_better(good, ["a"], 1001, UNIFORM) == "a"
+    flat = runs | {("a", 1001 + k): 2.0 + 0.003 * (k - 1) for k in range(3)} | {(UNIFORM, 1001 + k): 2.0 for k in range(3)}
+    assert bench.pooled_better(flat, ["a"], 1001, UNIFORM) is None  # -1.0 before the last stage counts for nothing
 
 
 def test_on_the_global_null_the_pooled_elimination_calls_better_at_most_about_alpha(fitted, scenarios):
@@ -179,7 +181,7 @@ def test_on_the_global_null_the_pooled_elimination_calls_better_at_most_about_al
     wrong = 0
     for replicate in range(200):
         world = bench.World(null, fitted, replicate)
-        order = list(np.random.default_rng(replicate).permutation([s for s in world.schedules if s != bench.UNIFORM]))
+        order = list(np.random.default_rng(replicate).permutation([s for s in world.schedules if s != UNIFORM]))
         wrong += bench.score(c.run(world, order[:19]), world).better_false
     assert wrong <= 200 * 0.05 + 3 * (200 * 0.05 * 0.95) ** 0.5
 
@@ -201,7 +203,7 @@ def test_the_product_samplers_drive_the_search_and_every_arm_meets_the_same_worl
     scenario = _scenario(scenarios, "fitted")
     for sampler in ("random", "additive", "tpe"):
         order = bench.search(bench.World(scenario, fitted, 1), scenario, fitted, sampler, 1, 20, 0.25)
-        assert len(order) == len(set(order)) == 20 and bench.UNIFORM not in order
+        assert len(order) == len(set(order)) == 20 and UNIFORM not in order
     yardstick, arm = bench.replicate((scenario, 1))
     assert yardstick.runs == 41 and arm.runs == 30
 
@@ -217,7 +219,7 @@ def test_a_shorter_search_horizon_costs_its_share_and_adds_the_error_bench_mains
     ).value("1x6", 1000)
     c = bench.Confirmation.parse("b1 n12 top3 r1 k1 s3 h80 pooled")
     assert str(c) == "b1 n12 top3 r1 k1 s3 h80 pooled" and c.runs_at_most() == pytest.approx(0.8 * 13 + 4 + 6)
-    order = [s for s in world.schedules if s != bench.UNIFORM][:12]
+    order = [s for s in world.schedules if s != UNIFORM][:12]
     assert c.run(world, order).runs == pytest.approx(0.8 * 13 + 4 + 6)
 
 
@@ -229,16 +231,31 @@ def test_the_product_s_frozen_pick_test_is_the_benchmarked_pooled_test():
     agree = better = 0
     for replicate in range(120):
         rng = np.random.default_rng(replicate)
-        effects = {bench.UNIFORM: 0.0} | {f"s{k}": rng.normal(0, 0.005) for k in range(17)}
+        effects = {UNIFORM: 0.0} | {f"s{k}": rng.normal(0, 0.005) for k in range(17)}
         pick = "s0"
         effects[pick] = -0.01 * (replicate % 2)
         luck = {seed: rng.normal(0, 0.0077) for seed in (0, 1000, 1001, 1002, 1003, 1004)}
-        cells = [(s, 0) for s in effects] + [(s, 1000) for s in (bench.UNIFORM, pick, "s1", "s2")]
-        cells += [(s, seed) for seed in (1001, 1002, 1003, 1004) for s in (bench.UNIFORM, pick)]
+        cells = [(s, 0) for s in effects] + [(s, 1000) for s in (UNIFORM, pick, "s1", "s2")]
+        cells += [(s, seed) for seed in (1001, 1002, 1003, 1004) for s in (UNIFORM, pick)]
         runs = {(s, seed): 2.0 + effects[s] + luck[seed] + rng.normal(0, 0.0056) for s, seed in cells}
-        benchmarked = bench.pooled_better(runs, [pick], 1001)
+        benchmarked = bench.pooled_better(runs, [pick], 1001, UNIFORM)
         frozen = Frozen(pick, frozenset({1001, 1002, 1003, 1004}), ready=True)
-        verdict = decide(runs, bench.UNIFORM, {s: {0} for s in effects}, bench.MARGIN, frozen=frozen).verdict
+        verdict = decide(runs, UNIFORM, {s: {0} for s in effects}, bench.MARGIN, frozen=frozen).verdict
         agree += benchmarked == (verdict.schedule if verdict.kind == "better" else None)
         better += benchmarked is not None
     assert agree == 120 and 10 < better < 110  # both outcomes occur: the agreement is not one answer repeated
+
+
+def test_the_positive_controls_real_runs_fit_a_world_where_one_schedule_truly_wins():
+    """docs/results/control.db (every ramp schedule of the control at 3 seeds): fitted with its own baseline, 8x2
+    is the true best by far more than the margin, and every arm's confirmation can find it."""
+    control = bench.fit(str(ROOT / "docs" / "results" / "control.db"), "control-all")
+    assert control.uniform == "1x2" and len(control.effects) == 10
+    fitted = _scenario(bench.scenarios(control, {}), "fitted")
+    assert fitted.name == "fitted (8x2 best, -0.842)"
+    world = bench.World(fitted, control, 0)
+    assert world.truth == "8x2" and world.effect("8x2") < -0.8 and world.effect("1x1,4x1") > 0
+    order = bench.search(world, fitted, control, "tpe", 0, 9, 0.25)
+    assert sorted(order) == sorted(s for s in world.schedules if s != "1x2")  # the space is that small: all 9
+    verdict = bench.Confirmation.parse("b1 n9 top3 r1 k1 s4 pooled").run(world, order)
+    assert bench.score(verdict, world).better_true
