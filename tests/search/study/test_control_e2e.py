@@ -38,7 +38,9 @@ def _smaller(tmp_path: Path) -> Path:
 def test_the_control_study_finds_the_head_count_the_task_needs_and_calls_it_better(tmp_path):
     path = _smaller(tmp_path)
     url = f"sqlite:///{tmp_path / 'control.db'}"
-    Study.create(path).run()
+    # through the CLI, as a user runs it: local Ray starts and stops in its own process, not in this test worker's
+    run = subprocess.run([sys.executable, "-m", "search.cli", "run", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
 
     study = Study.load("control", storage=url)
     verdict = study.verdict()
