@@ -736,3 +736,28 @@ def test_the_cli_scan_finds_a_loader_and_a_builder():
         "def text(): pass\n"
     )
     assert [line for line, _ in _cli_holds(ast.parse(code))] == [1, 2, 5, 6, 8]
+
+
+def _marked_helpers(source: str) -> list[str]:
+    """Functions that carry a pytest mark but are not tests: pytest never reads a mark there (a helper's `e2e` leaves its
+    test in the fast tier)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("test"):
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                if ast.unparse(target).startswith("pytest.mark."):
+                    found.append(f"{node.name} (@{ast.unparse(target)})")
+    return found
+
+
+def test_marks_sit_on_tests():
+    misplaced = {
+        str(path.relative_to(ROOT)): names
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if (names := _marked_helpers(path.read_text()))
+    }
+    assert not misplaced, misplaced
+    assert _marked_helpers("import pytest\n@pytest.mark.e2e\ndef _run(): pass\n@pytest.mark.e2e\ndef test_x(): pass\n") == [
+        "_run (@pytest.mark.e2e)"
+    ]

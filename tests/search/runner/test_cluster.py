@@ -161,7 +161,6 @@ def _finished_and_workers(url: str) -> tuple[list, list[dict]]:
     return trained, [t.user_attrs["worker"] for t in trials if "worker" in t.user_attrs]
 
 
-@pytest.mark.e2e
 def _run_probe(*args: str) -> None:
     """tests/search/runner/cluster_probe.py in a process of its own (this one may hold the session's Ray)."""
     result = subprocess.run(
@@ -175,6 +174,7 @@ def _run_probe(*args: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.xdist_group("ray_cluster")  # both on one pytest worker: one two-node cluster (--dist loadgroup)
 def test_trial_resources_from_the_config_reach_the_workers(ray_cluster, pg_url):
     _run_probe(ray_cluster, pg_url)
