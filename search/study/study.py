@@ -361,7 +361,7 @@ class Study:
 
     def _read(self) -> tuple[tuple, tuple[list[FrozenTrial], dict[int, str]]]:
         """The state of the study's trials, and the trials a reader can use with why each other one cannot
-        (`readable`): checked once per state, for the summary and the standing alike (0.2 s at 5,000 trials)."""
+        (`readable`): checked once per state, for the summary and the standing alike."""
         from search.storage.records import readable
 
         trials = self.optuna_study.get_trials(deepcopy=False)
