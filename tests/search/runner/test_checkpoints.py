@@ -265,7 +265,10 @@ def test_same_named_studies_in_two_storages_never_share_a_model(monkeypatch, ray
 @pytest.mark.e2e
 def test_a_copied_database_resumed_writes_its_own_checkpoints(monkeypatch, ray_local, tiny_config, tmp_path):
     """The case that lost a model: a database copied with `sqlite3 .backup` kept the study's id, so both copies
-    wrote CHECKPOINT_DIR/NAME-ID/trial-N and one's clean-up deleted the other's models. Real Ray, real workers."""
+    wrote CHECKPOINT_DIR/NAME-ID/trial-N and one's clean-up deleted the other's models. Real Ray, real workers.
+    The copy keeps every model ("all"): under "best" its new trial's model is removed whenever that trial loses to
+    the baseline, which depends on the run. That the clean-up never touches the other copy's folder, whatever it
+    keeps, is test_a_copied_study_claims_its_own_folder_and_never_cleans_the_originals."""
     search = tiny_config.search.model_copy(update={"baseline_seeds": 1})
     config = tiny_config.model_copy(update={"n_trials": 1, "search": search})
     ctx = open_study(config, open_storage(config.storage), check_corpus(config))
@@ -274,7 +277,7 @@ def test_a_copied_database_resumed_writes_its_own_checkpoints(monkeypatch, ray_l
     source, target = sqlite3.connect(config.storage.removeprefix("sqlite:///")), sqlite3.connect(tmp_path / "copy.db")
     with contextlib.closing(source), contextlib.closing(target):
         source.backup(target)
-    copy_config = config.model_copy(update={"storage": f"sqlite:///{tmp_path / 'copy.db'}", "n_trials": 2})
+    copy_config = config.model_copy(update={"storage": f"sqlite:///{tmp_path / 'copy.db'}", "n_trials": 2, "keep_checkpoints": "all"})
     copy = open_study(copy_config, open_storage(copy_config.storage), check_corpus(copy_config))
     Driver(copy, stopping=make_stopping(copy)).run(2, n_workers=1)
     written = copy.study.trials[-1].user_attrs["checkpoint"]
