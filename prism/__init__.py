@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time __getattr__ below impo
     from prism.analysis import LayerMetrics, format_profile, layer_profile
     from prism.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
     from prism.config import ModelConfig, TrainConfig
-    from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, load_corpus, train_batches, val_batches
+    from prism.data import BUILTIN_CORPORA, Corpus, CorpusError, corpus_vocab, load_corpus, train_batches, val_batches
     from prism.hf import load_hf_gpt2
     from prism.model import PrismLM, Trace
     from prism.results import EvalPoint, TrainResult
@@ -32,7 +32,7 @@ _EXPORTS = {
     "prism.analysis": ("LayerMetrics", "format_profile", "layer_profile"),
     "prism.checkpoint": ("CheckpointError", "load_checkpoint", "save_checkpoint"),
     "prism.config": ("ModelConfig", "TrainConfig"),
-    "prism.data": ("BUILTIN_CORPORA", "Corpus", "CorpusError", "load_corpus", "train_batches", "val_batches"),
+    "prism.data": ("BUILTIN_CORPORA", "Corpus", "CorpusError", "corpus_vocab", "load_corpus", "train_batches", "val_batches"),
     "prism.hf": ("load_hf_gpt2",),
     "prism.model": ("PrismLM", "Trace"),
     "prism.schedule": (

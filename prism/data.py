@@ -301,6 +301,19 @@ def _encode(text: bytes, tokenizer) -> np.ndarray:
     return np.concatenate(ids) if ids else np.zeros(0, dtype=np.uint32)
 
 
+BYTES_VOCAB = 256
+BPE_VOCAB = 4096  # a BPE's size where vocab_size is not given
+
+
+def corpus_vocab(name: str, tokenizer: str = "bytes", vocab_size: int | None = None) -> int:
+    """The vocabulary `load_corpus` gives this corpus, known without reading it: a task's own tokens, else the
+    declared `vocab_size` (a BPE's size, or token files' vocab, which they need), else the tokenizer's default.
+    The model's vocabulary follows it unless a study sets its own. A task name that does not parse raises TaskError."""
+    if is_task(name):
+        return parse_task(name).vocab_size
+    return vocab_size or (BPE_VOCAB if tokenizer == "bpe" else BYTES_VOCAB)
+
+
 @lru_cache(maxsize=4)
 def load_corpus(
     name: str = "shakespeare",
@@ -312,7 +325,7 @@ def load_corpus(
 ) -> Corpus:
     """A built-in corpus, a task or a user corpus path (see the module docstring). Cached per process: workers load once.
 
-    `vocab_size`: the BPE's size (default 4096), or the declared vocab of token files (required there).
+    `vocab_size`: the BPE's size (default BPE_VOCAB), or the declared vocab of token files (required there).
     A task ignores `val_fraction` (its validation sequences come from their own stream) and sets its own vocabulary.
     """
     if not 0.0 < val_fraction < 0.5:
@@ -329,20 +342,18 @@ def load_corpus(
         kind, train, val = "text", {"shakespeare": _shakespeare_bytes, "stdlib": _stdlib_bytes}[name](), None
     else:
         kind, train, val = _read_source(name, token_dtype)
+    vocab = corpus_vocab(name, tokenizer, vocab_size)
     if kind == "tokens":
         if tokenizer != "bytes":
             raise CorpusError(f"corpus {name!r} holds token ids already; drop tokenizer={tokenizer!r}")
         if vocab_size is None:
             raise CorpusError(f"corpus {name!r} holds token ids; declare the vocab_size of the tokenizer that made them")
-        vocab = vocab_size
     elif tokenizer == "bpe":
-        vocab = vocab_size or 4096
         fit_on = train if val is not None else train[: int(len(train) * (1.0 - val_fraction))]
         if not fit_on:
             raise CorpusError(f"corpus {name!r} is empty; point it at files with text in them")
         train, val = _bpe_encode(train, fit_on, vocab), None if val is None else _bpe_encode(val, fit_on, vocab)
     else:
-        vocab = vocab_size or 256
         train, val = _encode(train, None), None if val is None else _encode(val, None)
     if len(train) == 0 or (val is not None and len(val) == 0):
         raise CorpusError(f"corpus {name!r} is empty{' (validation split)' if len(train) else ''}; point it at files with data in them")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism import ModelConfig, Schedule, TrainConfig, load_corpus
+from prism import ModelConfig, Schedule, TrainConfig, corpus_vocab, load_corpus
 from search.analysis.stats import holm, paired_contrast
 from search.config import default_baseline_heads
 from search.text import p_text
@@ -215,7 +215,7 @@ def main() -> None:
         write(out, result)
         return
     schedules = [str(Schedule.parse(s, args.n_layer)) for s in args.schedules]
-    default = Schedule.uniform(default_baseline_heads(model_config(args, load_corpus(args.task).vocab_size)), args.n_layer)
+    default = Schedule.uniform(default_baseline_heads(model_config(args, corpus_vocab(args.task))), args.n_layer)
     baseline = str(Schedule.parse(args.baseline, args.n_layer) if args.baseline else default)
     if baseline not in schedules:
         schedules.insert(0, baseline)

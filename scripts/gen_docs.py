@@ -130,8 +130,8 @@ A synthetic task stands where a corpus would, named with its settings (each left
 
 Sequences are generated from the trial's seed at load time (nothing is downloaded or stored), the validation
 sequences from one fixed stream, so runs pair exactly as on a text corpus. Only the answers are targets: the
-training and the validation loss are nats per answer token. A task sets its own vocabulary (`model.vocab_size` must
-be at least that), ignores `val_fraction`, and takes no `tokenizer` or `vocab_size`.
+training and the validation loss are nats per answer token. A task sets its own vocabulary (the model's, unless
+`model.vocab_size` says otherwise: at least that), ignores `val_fraction`, and takes no `tokenizer` or `vocab_size`.
 """,
 }
 

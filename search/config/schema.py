@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    ValidationError,
     ValidationInfo,
     create_model,
     field_validator,
@@ -31,6 +32,7 @@ from prism import (
     TaskError,
     TrainConfig,
     allowed_head_counts,
+    corpus_vocab,
     is_task,
     parse_task,
     validate,
@@ -74,7 +76,8 @@ def _section_of(cls: type, descriptions: Mapping[str, str], exclude: tuple[str, 
 
 
 _MODEL_FIELDS = {
-    "vocab_size": "token ids the model embeds: 256 for the bytes tokenizer, else the BPE size or the token files' declared vocab",
+    "vocab_size": "token ids the model embeds; left out: the data's (a task's own tokens, the BPE size, the token files' "
+    "declared vocab, else 256 bytes)",
     "n_layer": "Transformer blocks; a schedule gives each its own head count",
     "d_model": "width of the residual stream; a layer's heads split it (head dim = d_model / heads)",
     "block_size": "context length in tokens (training and validation windows)",
@@ -405,6 +408,27 @@ class StudyConfig(_Section):
     @classmethod
     def _absolute(cls, v: str) -> str:
         return str(Path(v).absolute())  # workers write there from their own working directory
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vocab_from_data(cls, data: Any) -> Any:
+        """A model whose vocab_size the config leaves out embeds the data's vocabulary (prism.corpus_vocab): a
+        task's own tokens, the BPE's size, the token files' declared vocab, else the 256 bytes. A task of 20 tokens
+        trained with 256 embeddings is a different, harder model.
+        Input the fields' own checks will refuse is left to them."""
+        if not isinstance(data, dict):
+            return data
+        model, section = data.get("model", {}), data.get("data", {})
+        given = model.model_fields_set if isinstance(model, ModelSection) else model.keys() if isinstance(model, dict) else {"vocab_size"}
+        if "vocab_size" in given:
+            return data
+        try:
+            section = section if isinstance(section, DataSection) else DataSection.model_validate(section)
+        except ValidationError:
+            return data
+        vocab = corpus_vocab(section.corpus, section.tokenizer, section.vocab_size)
+        model = model.model_copy(update={"vocab_size": vocab}) if isinstance(model, ModelSection) else model | {"vocab_size": vocab}
+        return data | {"model": model}
 
     @model_validator(mode="after")
     def _schedules_fit(self, info: ValidationInfo) -> StudyConfig:

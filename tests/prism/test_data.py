@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from prism import load_corpus, train_batches, val_batches
+from prism import corpus_vocab, load_corpus, train_batches, val_batches
 from prism.data import Corpus
 
 
@@ -71,3 +71,11 @@ def test_a_gigabyte_token_file_stays_on_disk(tmp_path):
     n, fingerprint, grew_mb = done.stdout.split()
     assert int(n) == 1 << 29 and len(fingerprint) == 16
     assert int(grew_mb) < 300, f"peak resident memory grew by {grew_mb} MB"
+
+
+def test_the_vocab_a_corpus_will_have_is_known_without_reading_it(tmp_path):
+    """corpus_vocab is what a study's model embeds unless it says otherwise: it must be what load_corpus gives."""
+    (tmp_path / "ids.bin").write_bytes(np.arange(1000, dtype=np.uint16).tobytes())
+    for name, options in (("shakespeare", {}), ("mqar:pairs=4,key_len=2", {}), (str(tmp_path / "ids.bin"), {"vocab_size": 1000})):
+        assert corpus_vocab(name, **options) == load_corpus(name, **options).vocab_size
+    assert (corpus_vocab("shakespeare"), corpus_vocab("x.txt", "bpe"), corpus_vocab("x.txt", "bpe", 512)) == (256, 4096, 512)

@@ -1,8 +1,10 @@
+import json
 import tomllib
 
 import pytest
 
-from search.config import Flags, load_config, parse_config, references_for
+from prism import load_corpus
+from search.config import DataSection, Flags, ModelSection, StudyConfig, load_config, parse_config, references_for
 from search.errors import ConfigError
 from search.runner.preflight import check_corpus
 from search.study.pruning import budget_tokens, rungs
@@ -106,6 +108,23 @@ def test_a_synthetic_task_is_a_corpus_checked_before_anything_runs():
     assert len(check_corpus(config)) == 16
     with pytest.raises(ConfigError, match=r"^data.corpus: .*block_size=8 has no room for a query .*block_size >= 14"):
         check_corpus(parse_config({"name": "x", "data": {"corpus": "mqar:pairs=4,key_len=2"}, "model": {"block_size": 8}}))
+
+
+def test_the_models_vocab_follows_the_data_unless_the_config_sets_it():
+    """A task of 20 tokens trained with the bytes' 256 embeddings is another, harder model:
+    a model that leaves vocab_size out embeds the vocabulary its data has."""
+    task = {"corpus": "pointer:digits=2,base=4,symbols=16"}
+    assert parse_config({"name": "x", "data": task}).model_config_.vocab_size == load_corpus(task["corpus"]).vocab_size == 20
+    assert parse_config({"name": "x"}).model.vocab_size == 256
+    assert parse_config({"name": "x", "data": {"tokenizer": "bpe"}}).model.vocab_size == 4096
+    assert parse_config({"name": "x", "data": {"tokenizer": "bpe", "vocab_size": 512}}).model.vocab_size == 512
+    assert parse_config({"name": "x", "data": task, "model": {"vocab_size": 64}}).model.vocab_size == 64  # set: it stands
+    built = StudyConfig(name="x", model=ModelSection(d_model=64), data=DataSection(**task))  # from Python, sections built
+    assert (built.model.vocab_size, built.model.d_model) == (20, 64)
+    made = parse_config({"name": "x", "data": task, "model": {"vocab_size": 256}})
+    assert parse_config(json.loads(made.model_dump_json()), stored=True).model.vocab_size == 256  # a stored study keeps its own
+    with pytest.raises(ConfigError, match=r"^config: data.vocab_size: true is a boolean"):
+        parse_config({"name": "x", "data": {"vocab_size": True}})  # bad data is named as data, never as the model
 
 
 def test_an_echoed_input_is_masked():

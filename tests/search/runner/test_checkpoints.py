@@ -169,7 +169,9 @@ def test_study_config_corpus_errors_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"data.corpus: unknown corpus"):
         parse_config({"name": "x", "data": {"corpus": str(tmp_path / "missing.txt")}})
     (tmp_path / "ids.bin").write_bytes(bytes(range(200)) * 1000)  # uint16 ids up to 51143, long enough for the windows
-    config = parse_config({"name": "x", "data": {"corpus": str(tmp_path / "ids.bin"), "vocab_size": 60000}})
+    data = {"corpus": str(tmp_path / "ids.bin"), "vocab_size": 60000}
+    assert parse_config({"name": "x", "data": data}).model.vocab_size == 60000  # left out, the model's follows the data's
+    config = parse_config({"name": "x", "data": data, "model": {"vocab_size": 256}})
     with pytest.raises(ConfigError, match=r"model.vocab_size=256 is smaller than the corpus vocab 60000; set model.vocab_size = 60000"):
         check_corpus(config)
     relative = parse_config({"name": "x", "checkpoint_dir": "ckpt"})
