@@ -13,6 +13,8 @@ and audits of two models see exactly the same tokens.
 Tokens are bytes (ids 0..255), the built-in corpora's tokenisation. A model with another vocabulary (a GPT-2 BPE
 checkpoint) reads the same ids as its own tokens: the structure (repeats, matched pairs) survives, the meaning of
 the text does not, so profiles of such models describe geometry on structured, not natural, input.
+A model trained on a synthetic task (prism.tasks) is probed on what it learned: its `corpus` set is the task's own
+validation sequences at the model's block size, and the `hard` set's byte ids are folded into its vocabulary.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 
 from prism.data import load_corpus
+from prism.tasks import is_task, parse_task, task_val_batches
 
 _OPEN, _CLOSE = b"([{<", b")]}>"
 _LETTERS = b"abcdefghijklmnopqrstuvwxyz "
@@ -78,7 +81,16 @@ def hard_probes(block_size: int, n: int = 8, corpus: str = "shakespeare", seed: 
     return ProbeSet("hard", tokens, f"{(n + 1) // 2} nested-bracket strings and {n // 2} copied spans ~{block_size // 2} tokens apart")
 
 
-def probe_sets(block_size: int, n: int = 8) -> list[ProbeSet]:
-    """The audit's probe sets, windows of min(block_size, 128) tokens (longer adds cost, not information)."""
+def task_probes(task: str, block_size: int, n: int = 8) -> ProbeSet:
+    """The first `n` of the task's fixed validation sequences (those every trial of a study is scored on)."""
+    tokens = task_val_batches(parse_task(task), block_size, n, 1)[0][0]
+    return ProbeSet("corpus", tokens.to(torch.int64), f"{n} validation sequences of task {task}")
+
+
+def probe_sets(block_size: int, n: int = 8, trained_on: str = "shakespeare") -> list[ProbeSet]:
+    """The audit's probe sets, windows of min(block_size, 128) tokens (longer adds cost, not information); a model
+    `trained_on` a task sees that task's sequences at its own block size (a task's window has no other length)."""
+    if is_task(trained_on):
+        return [task_probes(trained_on, block_size, n), hard_probes(block_size, n)]
     T = min(block_size, 128)
     return [corpus_probes(T, n), hard_probes(T, n)]

@@ -63,7 +63,7 @@ def _train(job: tuple[StudyConfig, str, int, bool]) -> dict:
     result = trainer.result()
     row = {"schedule": schedule, "seed": seed, "val_loss": result.final_val_loss, "wall_s": round(result.wall_time_s, 2)}
     if audit:
-        row["profile"] = audit_model(trainer.model, source=f"{config.name} baseline {schedule} seed {seed}")
+        row["profile"] = audit_model(trainer.model, source=f"{config.name} baseline {schedule} seed {seed}", trained_on=config.data.corpus)
     return row
 
 

@@ -38,8 +38,9 @@ METRICS = [
 _TRIAL_REF = re.compile(r"^(?P<study>[A-Za-z0-9_.\-]+):(?P<trial>[0-9]+|baseline)$")  # STUDY:N or STUDY:baseline
 
 
-def _load_folder(path: Path) -> tuple[PrismLM, str]:
-    """A Prism checkpoint or a Hugging Face GPT-2 folder, told apart by their config.json."""
+def _load_folder(path: Path) -> tuple[PrismLM, str, str]:
+    """A Prism checkpoint or a Hugging Face GPT-2 folder, told apart by their config.json: the model, its kind and
+    the corpus it was trained on (what a checkpoint records; else the built-in text)."""
     from prism.checkpoint import CheckpointError, load_checkpoint
     from prism.hf import load_hf_gpt2
 
@@ -55,8 +56,11 @@ def _load_folder(path: Path) -> tuple[PrismLM, str]:
         )
     try:
         if "format" in meta:
-            return load_checkpoint(path)[0], "checkpoint"
-        return load_hf_gpt2(path), "huggingface"
+            model, saved = load_checkpoint(path)
+            data = saved.get("data")
+            trained_on = data.get("name") if isinstance(data, dict) else None
+            return model, "checkpoint", trained_on if isinstance(trained_on, str) else "shakespeare"
+        return load_hf_gpt2(path), "huggingface", "shakespeare"
     except (CheckpointError, KeyError, ValueError, RuntimeError) as e:
         raise AuditError(f"{path}: cannot load the model ({str(e).splitlines()[0]})") from None
 
@@ -128,8 +132,8 @@ def owned_checkpoint(path: str | Path, study: optuna.Study) -> Path:
     return Path(path)
 
 
-def load_source(source: str, storage_url: str) -> tuple[PrismLM, str]:
-    """The model SOURCE names and its kind ("checkpoint", "huggingface")."""
+def load_source(source: str, storage_url: str) -> tuple[PrismLM, str, str]:
+    """The model SOURCE names, its kind ("checkpoint", "huggingface") and the corpus it was trained on."""
     path = Path(source)
     if path.is_dir():
         return _load_folder(path)
@@ -143,14 +147,15 @@ def load_source(source: str, storage_url: str) -> tuple[PrismLM, str]:
 
 
 @torch.no_grad()
-def audit_model(model: PrismLM, source: str = "", n_probes: int = 8) -> Profile:
-    """Every metric per layer on each probe set, plus the transition zones of all curves together."""
+def audit_model(model: PrismLM, source: str = "", n_probes: int = 8, trained_on: str = "shakespeare") -> Profile:
+    """Every metric per layer on each probe set, plus the transition zones of all curves together. `trained_on`:
+    the model's corpus; a task's model is probed on the task's own sequences (prism.probes)."""
     model.eval()
     cfg = model.cfg
     L = cfg.n_layer
     probes_of, layers, by_probe = {}, {}, {}
     device = next(model.parameters()).device
-    for probes in probe_sets(cfg.block_size, n_probes):
+    for probes in probe_sets(cfg.block_size, n_probes, trained_on):
         tokens = probes.tokens % cfg.vocab_size  # byte ids; a smaller vocab folds them, keeping repeats and pairs
         rows = layer_profile(model.trace(tokens.to(device)))
         probes_of[probes.name] = probes.description
@@ -181,8 +186,8 @@ def write_audit(source: str, storage_url: str, output: str, html: str | None = N
     page = html or Path(output).with_suffix(".html")
     check_output(output, "-o", ".json")
     check_output(page, "--html", ".html")
-    model, kind = load_source(source, storage_url)
-    profile = replace(audit_model(model, source=source), kind=kind)
+    model, kind, trained_on = load_source(source, storage_url)
+    profile = replace(audit_model(model, source=source, trained_on=trained_on), kind=kind)
     write_output(output, jsonout.dumps(profile.to_dict(), indent=1), "-o", ".json")
     return profile, write_report(profile, page, "--html")
 

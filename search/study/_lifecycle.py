@@ -269,8 +269,8 @@ def prior_from_baseline(ctx: StudyContext, top_k: int = 4) -> Prior:
             f"baseline trial {trial.number} of {config.name!r} kept no checkpoint; --prior auto needs "
             "the baseline trained by the same `run --prior auto`"
         )
-    model, _ = load_source(str(owned_checkpoint(path, study)), config.storage)
-    profile = replace(audit_model(model, source=f"{config.name}:{trial.number}"), checkpoint=str(path))
+    model, _, trained_on = load_source(str(owned_checkpoint(path, study)), config.storage)
+    profile = replace(audit_model(model, source=f"{config.name}:{trial.number}", trained_on=trained_on), checkpoint=str(path))
     prior = make_prior(profile, config, ctx.family, top_k)
     seed_study(ctx, prior, profile)
     return prior

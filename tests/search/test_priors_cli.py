@@ -6,7 +6,8 @@ import sys
 import pytest
 import torch
 
-from prism import ModelConfig, PrismLM, Schedule, save_checkpoint
+from prism import ModelConfig, PrismLM, Schedule, load_corpus, save_checkpoint, val_batches
+from prism.probes import probe_sets
 from search.cli import main
 
 
@@ -50,6 +51,25 @@ def test_audit_a_checkpoint_writes_profile_and_self_contained_report(monkeypatch
     assert all(f"\n{c}: " in printed for c in columns)  # a legend line explains every column
     assert all(e["schedule"] in printed and e["variant"] in printed for e in prior["schedules"])
     assert all(Schedule.parse(e["schedule"]).is_monotone for e in prior["schedules"])
+
+
+def test_a_model_trained_on_a_task_is_probed_on_the_tasks_own_sequences(monkeypatch, tmp_path):
+    """Byte text folded into a task's 20 tokens is input the model never saw: its `corpus` probes are the task's
+    validation sequences, named so in the profile, and they change what the audit measures."""
+    task = "pointer:digits=2,base=4,symbols=16"
+    torch.manual_seed(0)
+    model = PrismLM(ModelConfig(vocab_size=20, n_layer=2, d_model=32, block_size=64, dh_min=4, dh_max=32), Schedule.parse("8,8"))
+    folder = save_checkpoint(model, tmp_path / "ckpt", data={"name": task})
+    assert cli(monkeypatch, "audit", folder, "-o", tmp_path / "task.json") == 0
+    profile = json.loads((tmp_path / "task.json").read_text())
+    assert profile["probes"]["corpus"] == f"8 validation sequences of task {task}"
+    first = val_batches(load_corpus(task), 64, 8, 1)[0][0]
+    assert torch.equal(probe_sets(64, 8, task)[0].tokens, first)  # the sequences every trial was scored on
+    save_checkpoint(model, tmp_path / "text", data={"name": "shakespeare"})  # the same weights, probed with bytes
+    assert cli(monkeypatch, "audit", tmp_path / "text", "-o", tmp_path / "text.json") == 0
+    text = json.loads((tmp_path / "text.json").read_text())
+    assert "shakespeare" in text["probes"]["corpus"] and text["curves"]["corpus"] != profile["curves"]["corpus"]
+    assert text["curves"]["hard"] == profile["curves"]["hard"]  # the hard set is one for both
 
 
 def test_audit_a_local_hugging_face_gpt2(monkeypatch, tmp_path):
