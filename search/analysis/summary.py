@@ -455,6 +455,8 @@ def summarize(
     uniform_wins = not plan and (leader is None or leader.estimate > 0)  # an experiment's schedule wins nothing
     if plan:  # an experiment reports its pre-registered schedule, whichever way its mean leans
         best_schedule: str | None = plan.schedule
+    elif decision.verdict.kind == "better":  # what was confirmed, never a schedule one lucky seed put ahead since
+        best_schedule = decision.verdict.schedule
     elif gaps or (baseline, config.seed) in runs:
         best_schedule = best_by_mean(decision.family, baseline)
     else:  # no uniform run to pair with yet: the best run at the study seed

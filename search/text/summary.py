@@ -44,7 +44,8 @@ def best_how(s: Summary) -> str:
     seeds = len(s.best_seeds)
     if s.is_experiment:
         return f"pre-registered, {seeds} paired seed{'s' if seeds != 1 else ''}"
-    return "by paired mean" + (f", {seeds} seeds" if seeds > 1 else "")
+    how = "the verdict's" if s.verdict.kind == "better" else "by paired mean"
+    return how + (f", {seeds} seeds" if seeds > 1 else "")
 
 
 def gap_report_text(report: GapReport, next_step: str = "", judged: bool = True) -> str:

@@ -30,6 +30,7 @@ from search.analysis.summary import (
 from search.attrs import ATTR_CHECKPOINT_ERROR, ATTR_CONFIG, CURVE, DUPLICATE_ATTR, THROUGHPUT_RATIO
 from search.config import ExperimentSection, StudyConfig, load_config
 from search.text import summary_json, verdict_json
+from search.text.summary import best_how
 from tests.search.conftest import ROOT
 
 UNIFORM = "1x3"  # studies/tiny.toml's baseline
@@ -199,6 +200,22 @@ def test_the_best_s_trial_is_its_run_at_the_study_seed_even_when_another_finishe
     ]
     s = summarize(study_of(*trials), TINY)
     assert s.best_schedule == "4x3" and s.best_number == 3 and s.best_seeds == (0, 1000)
+
+
+def test_a_schedule_called_better_is_the_best_even_where_one_lucky_seed_puts_another_ahead():
+    """The positive control's status named `2x1,8x1` (one seed) best under the verdict "better: 8x2": the best of
+    one seed is selected on that seed, so the confirmed schedule is what `status` and `best` name."""
+    trials = [
+        run(UNIFORM, 0, 2.05, "baseline"),
+        run("4x3", 0, 1.95),
+        run("2x3", 0, 1.60),  # ahead by its one seed
+        *confirmed(UNIFORM, [2.00, 2.10, 2.05, 1.95]),
+        *confirmed("4x3", [1.90, 2.01, 1.95, 1.86]),
+    ]
+    s = summarize(study_of(*trials), TINY)
+    assert s.gaps[0].schedule == "2x3" and (s.verdict.kind, s.verdict.schedule) == ("better", "4x3")
+    assert (s.best_schedule, s.best_number, s.best_seeds) == ("4x3", 1, (0, 1000, 1001, 1002, 1003))
+    assert best_how(s) == "the verdict's, 5 seeds"  # the status row says why this one, not by its mean
 
 
 def test_a_schedule_tied_with_uniform_is_named_best_not_uniform():
