@@ -11,8 +11,10 @@ import logging
 import os
 import re
 import socket
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from search.errors import ClusterError
 from search.signals import interrupts_held
@@ -62,6 +64,21 @@ def _running_cluster() -> tuple[str, str]:
         )
     host, _, port = found.rpartition(":")
     return host, port
+
+
+@contextmanager
+def ray_owned() -> Iterator[None]:
+    """A command that starts Ray (or joins a cluster) leaves it when it ends. In a notebook, the next study's run
+    would otherwise meet the first one's local Ray: `connect_ray` keeps a Ray it finds, so the new run's `address`
+    and worker count would be ignored. A Ray the caller started before the command is theirs and stays."""
+    ray = sys.modules.get("ray")  # no import: a command that trains nothing never loads Ray
+    ours = ray is None or not ray.is_initialized()
+    try:
+        yield
+    finally:
+        ray = sys.modules.get("ray")
+        if ours and ray is not None and ray.is_initialized():
+            ray.shutdown()
 
 
 def connect_ray(address: str | None, num_cpus: int) -> str | None:

@@ -325,13 +325,14 @@ class Study:
     def _interruptible(self, work: Callable[[], T], address: str | None, *, stored: bool | None) -> T:
         """Every command that trains goes through here: the cluster at `address` checked against the storage, then
         `work`. The one place a Ctrl-C or SIGTERM of a study's command is caught: it becomes `StudyInterrupted`, which
-        says whether the study is stored (`stored`; None: the study is asked, unless this command opened it)."""
+        says whether the study is stored (`stored`; None: the study is asked, unless this command opened it). A Ray
+        the command started is stopped when it ends (search.runner.cluster.ray_owned)."""
         from search.analysis.stored import is_stored
-        from search.runner.cluster import check_cluster
+        from search.runner.cluster import check_cluster, ray_owned
         from search.signals import sigterm_as_ctrl_c
 
         try:
-            with sigterm_as_ctrl_c():
+            with sigterm_as_ctrl_c(), ray_owned():
                 check_cluster(address, self.storage)  # before a stored study is read: a cluster's workers need a storage they reach
                 return work()
         except StudyInterrupted:
