@@ -454,13 +454,13 @@ def summarize(
     leader = gaps[0] if gaps else None
     uniform_wins = not plan and (leader is None or leader.estimate > 0)  # an experiment's schedule wins nothing
     if plan:  # an experiment reports its pre-registered schedule, whichever way its mean leans
-        best_schedule: str | None = plan.schedule
-    elif decision.verdict.kind == "better":  # what was confirmed, never a schedule one lucky seed put ahead since
-        best_schedule = decision.verdict.schedule
+        by_mean: str | None = plan.schedule
     elif gaps or (baseline, config.seed) in runs:
-        best_schedule = best_by_mean(decision.family, baseline)
+        by_mean = best_by_mean(decision.family, baseline)
     else:  # no uniform run to pair with yet: the best run at the study seed
-        best_schedule = competing[0].user_attrs.get(SCHEDULE) if competing else None
+        by_mean = competing[0].user_attrs.get(SCHEDULE) if competing else None
+    # what was confirmed, never a schedule one lucky seed put ahead since
+    best_schedule = decision.verdict.schedule if not plan and decision.verdict.kind == "better" else by_mean
     best_seeds = tuple(sorted(seed for s, seed in runs if s == best_schedule))
     best_trial = _trial_of(competing, complete, best_schedule)
     baselines = [val_loss(t) for t in complete if t.user_attrs.get(ROLE) == ROLE_BASELINE]
@@ -483,7 +483,7 @@ def summarize(
         for t in (pareto_trials(competing) if len(config.search.objectives) > 1 else [])
     ]
     curves = full_curves(trials)
-    rung_agreement = fidelity(curves, config.search.reduction_factor, best_schedule)
+    rung_agreement = fidelity(curves, config.search.reduction_factor, by_mean)  # as `min_resource_evals = "auto"` reads it
     best_values = [runs[key] for seed in best_seeds if best_schedule is not None and (key := (best_schedule, seed)) in runs]
     # uniform on the best's seeds, so the two values shown side by side differ by the paired gap
     baseline_values = [runs[key] for seed in best_seeds or (config.seed,) if (key := (baseline, seed)) in runs]
