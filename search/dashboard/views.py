@@ -174,7 +174,7 @@ def study_view(study: optuna.Study, row_cache: dict | None = None, change_stamp:
         rows=rows,
         config=config,
         summary=summary,
-        standing=Standing.of(read[0], config, checked=True) if config is not None else None,
+        standing=Standing.of(read[0], config) if config is not None else None,
         metric_names=names,
         stamp=change_stamp or stamp(trials),
         config_error=config_error,

@@ -66,8 +66,8 @@ class Study:
         self._raw, self._source, self._config = raw, source, config
         self._optuna: optuna.Study | None = None
         self._open = False  # this handle opened the study to train it: an interrupt needs no database read to know it is stored
-        self._summary: tuple[tuple, Summary] | None = None  # the last summary, with the state of the trials it read
         self._readable: tuple[tuple, tuple[list[FrozenTrial], dict[int, str]]] | None = None  # the last `_read`
+        self._summary: tuple[object, Summary] | None = None  # the last summary, with the `_read` entry it was made from
         self.wall_s: float | None = None  # the last run's, resume's or confirmation's training time (None: nothing ran)
 
     # -- making one ------------------------------------------------------------------------------------------------
@@ -348,9 +348,9 @@ class Study:
         Computed once per state of the study's trials: `verdict` and `best_schedule` reuse it."""
         from search.analysis import summarize
 
-        state, read = self._read()
-        if self._summary is None or self._summary[0] != state:
-            self._summary = (state, summarize(self.optuna_study, self.config, read))
+        read = self._read()  # a new entry whenever the trials changed
+        if self._summary is None or self._summary[0] is not read:
+            self._summary = (read, summarize(self.optuna_study, self.config, read[1]))
         return self._summary[1]
 
     def standing(self) -> Standing:
@@ -358,7 +358,7 @@ class Study:
         schedule's position in its race (racing studies)."""
         from search.study.policy import Standing
 
-        return Standing.of(self._read()[1][0], self.config, checked=True)
+        return Standing.of(self._read()[1][0], self.config)
 
     def _read(self) -> tuple[tuple, tuple[list[FrozenTrial], dict[int, str]]]:
         """The state of the study's trials, and the trials a reader can use with why each other one cannot

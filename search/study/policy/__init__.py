@@ -19,7 +19,6 @@ from search.analysis import Budget
 from search.analysis.budget import budget
 from search.config import StudyConfig
 from search.families import ScheduleFamily
-from search.storage.records import readable
 from search.study.policy._base import Policy, Stop
 from search.study.policy.exhaustion import Exhausted, StopWhenExhausted, duplicate_cap, exhausted
 from search.study.policy.racing import ALPHA, MIN_SEEDS, Position, Race, Racing, Run, decide, ladder, race_seeds, runs_of
@@ -73,11 +72,10 @@ class Standing:
     race: Race | None = None
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial], config: StudyConfig, *, checked: bool = False) -> Standing:
+    def of(cls, trials: Sequence[FrozenTrial], config: StudyConfig) -> Standing:
         """Where the search policies of the study in `config` stand on its stored `trials` (an experiment has
-        neither). A trial whose attrs cannot be read is left out, as the summary leaves it out (and names it).
-        `checked`: the trials are `readable`'s already (the caller's summary checked them: once is enough)."""
-        trials = trials if checked else readable(trials)[0]
+        neither): the trials `search.storage.records.readable` kept, those the summary reads too (one check of
+        their attrs serves both)."""
         done = budget(trials, config.seed)
         stopped = first_stop(search_policies(config, config.family), done) if done.searched < config.n_trials else None
         race = Racing(config).race(trials) if config.search.racing else None
