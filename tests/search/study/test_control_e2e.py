@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import ray
 
 from search.study import Study
 from search.text import verdict_text
@@ -39,10 +38,11 @@ def _smaller(tmp_path: Path) -> Path:
 def test_the_control_study_finds_the_head_count_the_task_needs_and_calls_it_better(tmp_path):
     path = _smaller(tmp_path)
     url = f"sqlite:///{tmp_path / 'control.db'}"
-    # from Python, as a notebook runs it: the local Ray the run starts stops when it returns, so the next study in
-    # this process (this worker's next test, with a cluster of its own) starts its own
-    Study.create(path).run()
-    assert not ray.is_initialized()
+    # from Python, as a notebook runs it, in a process of its own (this worker may hold the session's Ray): the
+    # local Ray the run starts stops when it returns, so the notebook's next study starts its own
+    code = f"import ray\nfrom search import Study\nStudy.create({str(path)!r}).run()\nprint('ray left running:', ray.is_initialized())"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0 and run.stdout.splitlines()[-1] == "ray left running: False", run.stdout + run.stderr[-3000:]
 
     study = Study.load("control", storage=url)
     verdict = study.verdict()
