@@ -121,6 +121,7 @@ def test_the_models_vocab_follows_the_data_unless_the_config_sets_it():
     assert parse_config({"name": "x", "data": task, "model": {"vocab_size": 64}}).model.vocab_size == 64  # set: it stands
     built = StudyConfig(name="x", model=ModelSection(d_model=64), data=DataSection(**task))  # from Python, sections built
     assert (built.model.vocab_size, built.model.d_model) == (20, 64)
+    assert StudyConfig(name="x", model=ModelSection(vocab_size=64), data=DataSection(**task)).model.vocab_size == 64
     made = parse_config({"name": "x", "data": task, "model": {"vocab_size": 256}})
     assert parse_config(json.loads(made.model_dump_json()), stored=True).model.vocab_size == 256  # a stored study keeps its own
     with pytest.raises(ConfigError, match=r"^config: data.vocab_size: true is a boolean"):

@@ -204,18 +204,24 @@ def test_the_best_s_trial_is_its_run_at_the_study_seed_even_when_another_finishe
 
 def test_a_schedule_called_better_is_the_best_even_where_one_lucky_seed_puts_another_ahead():
     """The positive control's status named `2x1,8x1` (one seed) best under the verdict "better: 8x2": the best of
-    one seed is selected on that seed, so the confirmed schedule is what `status` and `best` name."""
+    one seed is selected on that seed, so the confirmed schedule is what `status` and `best` name. The rung check
+    asks about the best by mean, as `min_resource_evals = "auto"` does."""
+
+    def curved(schedule: str, seed: int, loss: float, role: str = "search") -> FrozenTrial:
+        return run(schedule, seed, loss, role, reported={1: loss + 0.5, 2: loss})
+
     trials = [
-        run(UNIFORM, 0, 2.05, "baseline"),
-        run("4x3", 0, 1.95),
-        run("2x3", 0, 1.60),  # ahead by its one seed
-        *confirmed(UNIFORM, [2.00, 2.10, 2.05, 1.95]),
-        *confirmed("4x3", [1.90, 2.01, 1.95, 1.86]),
+        curved(UNIFORM, 0, 2.05, "baseline"),
+        curved("4x3", 0, 1.95),
+        curved("2x3", 0, 1.60),  # ahead by its one seed
+        *[curved(UNIFORM, 1000 + k, loss, "confirm") for k, loss in enumerate([2.00, 2.10, 2.05, 1.95])],
+        *[curved("4x3", 1000 + k, loss, "confirm") for k, loss in enumerate([1.90, 2.01, 1.95, 1.86])],
     ]
     s = summarize(study_of(*trials), TINY)
     assert s.gaps[0].schedule == "2x3" and (s.verdict.kind, s.verdict.schedule) == ("better", "4x3")
     assert (s.best_schedule, s.best_number, s.best_seeds) == ("4x3", 1, (0, 1000, 1001, 1002, 1003))
     assert best_how(s) == "the verdict's, 5 seeds"  # the status row says why this one, not by its mean
+    assert s.fidelity is not None and [rung.best for rung in s.fidelity] == ["2x3"]
 
 
 def test_a_schedule_tied_with_uniform_is_named_best_not_uniform():
