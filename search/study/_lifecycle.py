@@ -38,9 +38,9 @@ from search.study.create import enqueue_missing_baselines, open_study, reopen_st
 from search.study.experiment import current, run_experiment
 from search.study.policy import StopWhenExhausted, first_stop, search_policies
 from search.study.pruning import make_stopping
-from search.study.rounds import rounds_left, run_rounds
+from search.study.rounds import frozen_rounds, rounds_left, run_rounds
 from search.study.samplers import narrowed, reachable_target
-from search.text import corpus_text, state_text
+from search.text import corpus_text, search_after_rounds_text, state_text
 
 if TYPE_CHECKING:
     from prism.data import CorpusFacts
@@ -138,6 +138,8 @@ def drive(ctx: StudyContext, address: str | None, *, progress: StudyProgress, pr
             run_experiment(ctx, plan, progress)
         else:
             if not searched:
+                if (frozen := frozen_rounds(study, config)) is not None:
+                    progress.note(search_after_rounds_text(frozen))
                 _seed_with_prior(ctx, prior, progress)
                 driver = Driver(ctx, progress, stopping=make_stopping(ctx), policies=policies)
                 # the driver counts every trained trial: the confirmation runs held so far sit on top of n_trials

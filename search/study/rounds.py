@@ -26,6 +26,15 @@ def rounds_left(study: optuna.Study, config: StudyConfig) -> bool:
     return not study_rounds(study, study.get_trials(deepcopy=False), config, search_done=True).over
 
 
+def frozen_rounds(study: optuna.Study, config: StudyConfig) -> Rounds | None:
+    """What a study's rounds froze already (its contenders, and the pick once round 1 is over), else None: a search
+    that goes on after that (`resume --n-trials`) adds schedules those rounds never train."""
+    if config.search.confirmation != "rounds":
+        return None
+    rounds = Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS))
+    return rounds if rounds.contenders else None
+
+
 def check_confirmable(study: optuna.Study, config: StudyConfig) -> None:
     """`confirm` is refused while a study confirmed in rounds has a round left: runs on `confirm`'s seeds before its
     pick is frozen would be seeds it was selected on, which its round 2 must never be."""

@@ -100,6 +100,15 @@ def round_started_text(number: int, rounds: Rounds, seeds: Sequence[int]) -> str
     return f"confirmation round {number} of {N_ROUNDS}: {what} and uniform at {seeds_text(seeds)}"
 
 
+def search_after_rounds_text(rounds: Rounds) -> str:
+    """Said as a search goes on past the schedules its rounds froze: what it adds is ranked, never confirmed."""
+    frozen = f"{rounds.pick} (the pick)" if rounds.pick else ", ".join(rounds.contenders) + " (round 1's contenders)"
+    return (
+        f"confirmation rounds: {frozen} frozen before this search went on; the schedules it adds are ranked but never "
+        "confirmed, and only the pick can be called better (a study runs its rounds once: a new study confirms its own)"
+    )
+
+
 def round_skipped_text(number: int) -> str:
     return f"confirmation round {number} of {N_ROUNDS}: no finished schedule besides uniform to confirm; rounds skipped"
 

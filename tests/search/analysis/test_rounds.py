@@ -151,3 +151,21 @@ def test_a_study_in_round_two_says_so_everywhere_and_is_not_yet_better(config):
     s = summarize(study, config)
     assert s.rounds.over and s.verdict.kind == "better" and s.verdict.schedule == "a" and s.verdict.seeds == (1008, 1009, 1010, 1011)
     assert rounds_text(s.rounds) == "both rounds over: a frozen after round 1, judged on seeds 1008-1011 alone"
+
+
+def test_a_search_that_goes_on_past_its_frozen_rounds_is_told_they_never_confirm_what_it_adds(config, tiny_config):
+    """`resume --n-trials` after the rounds froze: the run says so (search.study._lifecycle.drive) before it trains."""
+    import optuna
+
+    from search.attrs import ATTR_ROUNDS
+    from search.study.rounds import frozen_rounds
+    from search.text import search_after_rounds_text
+
+    study = optuna.create_study()
+    assert frozen_rounds(study, config) is None  # nothing frozen yet: the rounds will rank what the search adds
+    study.set_user_attr(ATTR_ROUNDS, Rounds(("a", "b")).to_json())
+    assert frozen_rounds(study, config) == Rounds(("a", "b")) and frozen_rounds(study, tiny_config) is None  # by hand: no rounds
+    assert search_after_rounds_text(Rounds(("a", "b"))).startswith("confirmation rounds: a, b (round 1's contenders) frozen before")
+    assert "a (the pick) frozen before this search went on; the schedules it adds are ranked but never confirmed" in (
+        search_after_rounds_text(Rounds(("a", "b"), "a"))
+    )

@@ -98,3 +98,12 @@ def test_a_study_stopped_in_round_two_resumes_and_is_better_on_post_freeze_seeds
         [sys.executable, "-m", "search.cli", "status", "own-trainer", "--storage", url], capture_output=True, text=True, cwd=ROOT
     )
     assert status.stdout.startswith(f"own-trainer: better: {frozen.pick}") and "both rounds over" in status.stdout, status.stdout
+
+    # the search goes on past its rounds: it says that what it adds is never confirmed, and the verdict stands
+    proc = _cli("resume", "own-trainer", "--n-trials", "4", "--storage", url)
+    out = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 0 and f"confirmation rounds: {frozen.pick} (the pick) frozen before this search went on" in out, out
+    study = optuna.load_study(study_name="own-trainer", storage=url)
+    assert budget(study.get_trials(), search_seed=0).searched == 4 and Rounds.from_json(study.user_attrs[ATTR_ROUNDS]) == frozen
+    after = Study.load("own-trainer", storage=url).verdict()  # the blocked model refitted with one more run: same call
+    assert (after.kind, after.schedule, after.seeds) == (verdict.kind, verdict.schedule, verdict.seeds), verdict_text(after, "x")
