@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from prism import Schedule, ScheduleError, allowed_head_counts, load_corpus, val_batches, validate
 from search.attrs import ATTR_CHECKPOINT
-from search.config import StudyConfig, load_config, parse_config
+from search.config import StudyConfig, parse_config, read_toml
 from search.errors import ConfigError
 from search.runner.preflight import check_folder, preflight
 
@@ -82,7 +82,7 @@ class TrainOverrides:
     threads: int | None = None  # resources.cpus_per_trial: a study's workers' count, so the run is the study's
 
     def applied(self, data: dict) -> dict:
-        """`data` (a config dump) with the overrides that are set."""
+        """`data` (a config's tables, as its file wrote them) with the overrides that are set."""
         sections: dict[str, dict[str, object]] = {
             "data": {"corpus": self.corpus, "tokenizer": self.tokenizer, "vocab_size": self.vocab_size},
             "train": {"steps": self.steps, "warmup_steps": self.warmup_steps},
@@ -90,7 +90,7 @@ class TrainOverrides:
         }
         out = dict(data) if self.seed is None else data | {"seed": self.seed}
         for section, values in sections.items():
-            out[section] = out[section] | {k: v for k, v in values.items() if v is not None}
+            out[section] = out.get(section, {}) | {k: v for k, v in values.items() if v is not None}
         return out
 
 
@@ -99,7 +99,10 @@ def resolve(config_path: str | None, schedule: str, overrides: TrainOverrides) -
 
     `steps` without `warmup_steps` keeps the config's warmup share of the steps, so a shorter run (`--steps 50` on
     a config with 60 warmup steps) keeps the shape of its learning-rate schedule."""
-    config = load_config(config_path) if config_path else parse_config({"name": "train"})
+    # the file's own tables, not the parsed config's dump: a value the parse derived (the model's vocab from the
+    # data) is derived again from the overridden data
+    raw = read_toml(config_path) if config_path else {"name": "train"}
+    config = parse_config(raw, config_path or "train")
     steps, warmup = overrides.steps, overrides.warmup_steps
     if steps is not None and warmup is None:
         overrides = replace(overrides, warmup_steps=config.train.warmup_steps * steps // config.train.steps)
@@ -108,8 +111,7 @@ def resolve(config_path: str | None, schedule: str, overrides: TrainOverrides) -
         raise ConfigError(
             f"--warmup-steps {warmup} must be below the {final_steps} training steps (fix: lower --warmup-steps or raise --steps)"
         )
-    data = overrides.applied(config.model_dump())
-    config = parse_config(data, config_path or "train")
+    config = parse_config(overrides.applied(raw), config_path or "train")
     if schedule == "uniform":
         return config, config.baseline
     try:

@@ -95,6 +95,16 @@ def test_steps_alone_keep_the_warmup_share_and_a_warmup_past_the_steps_is_one_li
     assert not list(tmp_path.iterdir())  # refused before anything was written
 
 
+def test_a_train_run_on_another_corpus_embeds_that_corpus_vocab(tmp_path):
+    """The model's vocab follows the data where the config leaves it out, also when `--corpus` replaces the data."""
+    task = "pointer:digits=2,base=4,symbols=16"
+    assert resolve(None, "uniform", TrainOverrides(corpus=task))[0].model.vocab_size == 20
+    assert resolve(TINY, "uniform", TrainOverrides(corpus=task))[0].model.vocab_size == 20
+    own = tmp_path / "own.toml"
+    own.write_text('name = "own"\n[model]\nvocab_size = 64\n')
+    assert resolve(str(own), "uniform", TrainOverrides(corpus=task))[0].model.vocab_size == 64  # the file's stands
+
+
 def test_every_train_option_says_what_it_does():
     train = next(c for c in app.registered_commands if c.callback.__name__ == "train")
     options = [p.default for p in inspect.signature(train.callback).parameters.values()]
