@@ -326,12 +326,14 @@ def confirm_seeds_run(trials: list[FrozenTrial]) -> set[int]:
 
 
 def gap_report(decision: Decision, schedule: str, selected_from: int | None = None) -> GapReport:
+    """The schedule the verdict calls better shows the test the verdict rests on (a frozen pick's: its round-2 seeds
+    alone, Holm over 1), so its line and the verdict never disagree."""
     every, fresh = decision.family.gap(schedule), decision.fresh.gap(schedule)
-    return GapReport(
-        all_seeds=_shown(every),
-        unselected=_shown(fresh) if fresh is not None and every is not None and fresh.seeds != every.seeds else None,
-        selected_from=selected_from,
-    )
+    unselected = _shown(fresh) if fresh is not None and every is not None and fresh.seeds != every.seeds else None
+    verdict = decision.verdict
+    if decision.judged is not None and verdict.schedule == schedule:
+        unselected = PairedGap.of(decision.judged, verdict.adjusted_p)
+    return GapReport(all_seeds=_shown(every), unselected=unselected, selected_from=selected_from)
 
 
 def _shown(gap: ScheduleGap | None) -> PairedGap | None:

@@ -102,11 +102,13 @@ FROZEN_LABEL = "{} (after it was frozen)"  # the pick's post-freeze runs as a sc
 
 @dataclass(frozen=True)
 class Decision:
-    """The verdict with the two families it was read from: every seed, and each schedule's unselected seeds."""
+    """The verdict with the two families it was read from: every seed, and each schedule's unselected seeds; for a
+    "better" verdict, `judged`: the contrast it rests on (a frozen pick's: its round-2 seeds alone)."""
 
     verdict: Verdict
     family: ManyToOne
     fresh: ManyToOne = field(repr=False)
+    judged: Contrast | None = None
 
 
 def decide(
@@ -130,7 +132,7 @@ def decide(
     if frozen is not None:
         if (test := _frozen_test(runs, control, frozen)) is not None:
             gap, method = test
-            return Decision(_about("better", margin, gap, method, gap.contrast.p, worse=worse), family, fresh)
+            return Decision(_about("better", margin, gap, method, gap.contrast.p, worse=worse), family, fresh, gap.contrast)
     else:
         order = {g.schedule: i for i, g in enumerate(family.gaps)}
         winners = sorted(
@@ -139,7 +141,7 @@ def decide(
         )
         if winners:
             w = winners[0]
-            return Decision(_about("better", margin, w, fresh.method, w.adjusted_p, worse=worse), family, fresh)
+            return Decision(_about("better", margin, w, fresh.method, w.adjusted_p, worse=worse), family, fresh, w.contrast)
     best = family.gaps[0]
     if all(g.contrast.measured for g in family.gaps):
         p_beats = [g.contrast.p_not_better_by(margin) for g in family.gaps]

@@ -151,6 +151,9 @@ def test_a_study_in_round_two_says_so_everywhere_and_is_not_yet_better(config):
     s = summarize(study, config)
     assert s.rounds.over and s.verdict.kind == "better" and s.verdict.schedule == "a" and s.verdict.seeds == (1008, 1009, 1010, 1011)
     assert rounds_text(s.rounds) == "both rounds over: a frozen after round 1, judged on seeds 1008-1011 alone"
+    shown = s.best_gap.unselected  # the best's line is the verdict's own test, never the fresh family's other one
+    assert (s.best_schedule, shown.n, shown.verdict) == ("a", 4, "better") and shown.mean == pytest.approx(s.verdict.effect)
+    assert (shown.low, shown.high, shown.adjusted_p) == (*s.verdict.interval, s.verdict.adjusted_p)
 
 
 def test_a_search_that_goes_on_past_its_frozen_rounds_is_told_they_never_confirm_what_it_adds(config, tiny_config):
