@@ -17,11 +17,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from optuna.trial import FrozenTrial, TrialState
 
-from search.attrs import ROLE, ROLE_CONFIRM, SCHEDULE, SEED
+from search.attrs import ATTR_ROUNDS, ROLE, ROLE_CONFIRM, SCHEDULE, SEED
 from search.config import StudyConfig
+
+if TYPE_CHECKING:
+    import optuna
 
 CONFIRM_SEED_OFFSET = 1000  # confirmation seeds start here past the study seed: never a search seed
 N_ROUNDS = 2
@@ -36,6 +40,11 @@ class Rounds:
 
     def to_json(self) -> str:
         return json.dumps({"contenders": list(self.contenders), "pick": self.pick})
+
+    @classmethod
+    def stored(cls, study: optuna.Study) -> Rounds:
+        """What `study`'s rounds froze, as stored (ATTR_ROUNDS); nothing frozen where nothing is."""
+        return cls.from_json(study.user_attrs.get(ATTR_ROUNDS))
 
     @classmethod
     def from_json(cls, text: object) -> Rounds:

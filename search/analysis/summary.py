@@ -30,7 +30,6 @@ from search.analysis.stats import PairedGap, paired_gap
 from search.analysis.verdict import Decision, Frozen, Verdict, decide, experiment_verdict
 from search.attrs import (
     ATTR_CHECKPOINT_ERROR,
-    ATTR_ROUNDS,
     CURVE,
     DUPLICATE_ATTR,
     ERROR,
@@ -550,7 +549,7 @@ def summarize(
 
 def study_rounds(study: optuna.Study, trials: list[FrozenTrial], config: StudyConfig, search_done: bool) -> RoundsProgress:
     """How far the study's confirmation rounds are, from what they froze (stored) and the runs stored."""
-    return rounds_progress(trials, config, Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS)), search_done)
+    return rounds_progress(trials, config, Rounds.stored(study), search_done)
 
 
 def _driver_gone(study: optuna.Study, trials: list[FrozenTrial]) -> DriverGone | None:

@@ -192,6 +192,24 @@ class DataSection(_Section):
         return {"tokenizer": self.tokenizer, "vocab_size": self.vocab_size, "token_dtype": self.token_dtype}
 
 
+def _data_vocab(section: Any) -> int | None:
+    """The vocab of the data `section` (a DataSection, or its table as written); None where the section's own checks
+    will refuse it. Its corpus is not checked here but once, by the parse (a glob may walk a whole tree)."""
+    if isinstance(section, DataSection):
+        corpus, options = section.corpus, section
+    else:
+        table = section if isinstance(section, dict) else {}
+        corpus = table.get("corpus", "shakespeare")
+        try:
+            options = DataSection.model_validate({k: v for k, v in table.items() if k in ("tokenizer", "vocab_size")})
+        except ValidationError:
+            return None
+    try:
+        return corpus_vocab(corpus, options.tokenizer, options.vocab_size) if isinstance(corpus, str) else None
+    except TaskError:
+        return None
+
+
 def _exists(path: str) -> bool:
     """A name too long for the file system, or holding a NUL byte, names no file (os.stat raises for both)."""
     try:
@@ -418,15 +436,11 @@ class StudyConfig(_Section):
         Input the fields' own checks will refuse is left to them."""
         if not isinstance(data, dict):
             return data
-        model, section = data.get("model", {}), data.get("data", {})
-        given = model.model_fields_set if isinstance(model, ModelSection) else model.keys() if isinstance(model, dict) else {"vocab_size"}
-        if "vocab_size" in given:
+        model = data.get("model", {})
+        given = model.model_fields_set if isinstance(model, ModelSection) else model if isinstance(model, dict) else {"vocab_size"}
+        vocab = None if "vocab_size" in given else _data_vocab(data.get("data", {}))
+        if vocab is None:
             return data
-        try:
-            section = section if isinstance(section, DataSection) else DataSection.model_validate(section)
-        except ValidationError:
-            return data
-        vocab = corpus_vocab(section.corpus, section.tokenizer, section.vocab_size)
         model = model.model_copy(update={"vocab_size": vocab}) if isinstance(model, ModelSection) else model | {"vocab_size": vocab}
         return data | {"model": model}
 

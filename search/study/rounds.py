@@ -31,7 +31,7 @@ def frozen_rounds(study: optuna.Study, config: StudyConfig) -> Rounds | None:
     that goes on after that (`resume --n-trials`) adds schedules those rounds never train."""
     if config.search.confirmation != "rounds":
         return None
-    rounds = Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS))
+    rounds = Rounds.stored(study)
     return rounds if rounds.contenders else None
 
 
@@ -65,7 +65,7 @@ def run_rounds(ctx: StudyContext, progress: StudyProgress) -> None:
 def _frozen(study: optuna.Study, ctx: StudyContext, number: int) -> Rounds | None:
     """What the rounds froze, with round `number`'s schedules chosen now and stored if they were not yet; None when
     there is nothing to confirm (no schedule beside uniform has finished)."""
-    rounds = Rounds.from_json(study.user_attrs.get(ATTR_ROUNDS))
+    rounds = Rounds.stored(study)
     if rounds.pick if number == 2 else rounds.contenders:
         return rounds
     ranking = schedule_ranking(study.get_trials(deepcopy=False), ctx.config)
